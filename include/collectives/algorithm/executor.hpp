@@ -1,0 +1,227 @@
+// The one executor: runs any schedule on any transport, for any element type, op
+// and memory space. Operations start as soon as their dependencies finish; local
+// steps (copy, reduce, finalize) run on the calling thread, messages are posted to
+// the transport and polled, and the thread sleeps in the transport between events.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "../concepts/reduce_op.hpp"
+#include "../concepts/transport.hpp"
+#include "../error.hpp"
+#include "../memory_space.hpp"
+#include "../ops/host_reduce.hpp"
+#include "schedule.hpp"
+
+namespace collectives {
+
+// The caller's buffers for one call; both hold elements of T in memory space Space.
+template <class T, class Space = host_memory>
+struct call_buffers {
+  const T* input = nullptr;
+  T* output = nullptr;
+};
+
+// Which call this is, for error messages and deadlines.
+struct call_context {
+  const char* name = "";
+  std::uint64_t call = 0;
+  deadline until{};
+  long long timeout_ms = 0;
+};
+
+// Stands in for an op where a schedule combines nothing (broadcast, gather, ...).
+struct no_reduce {
+  template <class T>
+  T operator()(const T& a, const T&) const { return a; }
+};
+
+namespace detail {
+
+template <class T, class Op>
+struct fused_reduce_target {
+  T* dst;
+  Op* op;
+  operand_order order;
+
+  static void consume(void* self, std::size_t offset, std::span<const std::byte> piece) {
+    auto& t = *static_cast<fused_reduce_target*>(self);
+    memory_ops<host_memory>::combine(t.dst + offset / sizeof(T), reinterpret_cast<const T*>(piece.data()),
+                                     piece.size() / sizeof(T), *t.op, t.order);
+  }
+};
+
+inline std::string describe(const operation& op) {
+  const bool sending = op.kind == op_kind::send;
+  return std::string(sending ? "send to" : "receive from") + " rank " + std::to_string(op.peer) + " (" +
+         std::to_string(sending ? op.src.count : op.dst.count) + " elements)";
+}
+
+}  // namespace detail
+
+template <transport Transport, class T, class Op, class Space = host_memory>
+class executor {
+  using memory = memory_ops<Space>;
+  using request = typename Transport::request;
+
+ public:
+  executor(const schedule& plan, Transport& transport, call_buffers<T, Space> buffers, Op& op)
+      : plan_(plan), transport_(transport), buffers_(buffers), op_(op) {}
+
+  void run(const call_context& ctx) {
+    prepare();
+    try {
+      while (finished_ < plan_.ops.size()) {
+        bool progressed = start_ready(ctx);
+        progressed |= poll_active();
+        if (!progressed && finished_ < plan_.ops.size() && !transport_.wait_for_activity(ctx.until))
+          throw error(errc::timeout, timeout_message(ctx));
+      }
+    } catch (...) {
+      for (auto& a : active_) transport_.cancel(a.req);
+      active_.clear();
+      throw;
+    }
+  }
+
+ private:
+  struct active_op {
+    op_id id;
+    request req;
+  };
+
+  // The fused path reduces straight from the wire into the destination; it applies
+  // to host buffers only (a device transport brings its own).
+  static constexpr bool fused = fused_recv_reduce_transport<Transport> && std::is_same_v<Space, host_memory>;
+
+  void prepare() {
+    const std::size_t n = plan_.ops.size();
+    waiting_.assign(n, 0);
+    successor_begin_.assign(n + 1, 0);
+    for (std::size_t i = 0; i < n; ++i) {
+      waiting_[i] = plan_.ops[i].dep_count;
+      for (op_id d : plan_.deps_of(plan_.ops[i])) ++successor_begin_[d + 1];
+    }
+    for (std::size_t i = 0; i < n; ++i) successor_begin_[i + 1] += successor_begin_[i];
+    successors_.resize(plan_.deps.size());
+    std::vector<std::uint32_t> fill(successor_begin_.begin(), successor_begin_.end() - 1);
+    for (std::size_t i = 0; i < n; ++i)
+      for (op_id d : plan_.deps_of(plan_.ops[i])) successors_[fill[d]++] = static_cast<op_id>(i);
+    for (std::size_t i = 0; i < n; ++i)
+      if (waiting_[i] == 0) ready_.push_back(static_cast<op_id>(i));
+    if (plan_.scratch_count) scratch_ = memory::template allocate<T>(plan_.scratch_count);
+    if (!fused && plan_.staging_count) staging_ = memory::template allocate<T>(plan_.staging_count);
+    if constexpr (fused) fused_targets_.reserve(n);
+  }
+
+  T* address(region r) const {
+    switch (r.buffer) {
+      case buffer_id::input: return const_cast<T*>(buffers_.input) + r.offset;  // only ever read
+      case buffer_id::output: return buffers_.output + r.offset;
+      case buffer_id::scratch: return scratch_.get() + r.offset;
+      case buffer_id::staging: return staging_.get() + r.offset;
+    }
+    return nullptr;
+  }
+
+  std::span<const std::byte> bytes_of(region r) const {
+    return {reinterpret_cast<const std::byte*>(address(r)), r.count * sizeof(T)};
+  }
+  std::span<std::byte> writable_bytes_of(region r) const {
+    return {reinterpret_cast<std::byte*>(address(r)), r.count * sizeof(T)};
+  }
+
+  void finish(op_id id) {
+    ++finished_;
+    const auto begin = successor_begin_[id], end = successor_begin_[id + 1];
+    for (auto k = begin; k < end; ++k)
+      if (--waiting_[successors_[k]] == 0) ready_.push_back(successors_[k]);
+  }
+
+  bool start_ready(const call_context& ctx) {
+    bool any = false;
+    while (next_ready_ < ready_.size()) {
+      const op_id id = ready_[next_ready_++];
+      const operation& o = plan_.ops[id];
+      any = true;
+      const message_tag tag{ctx.call, o.tag};
+      switch (o.kind) {
+        case op_kind::copy: memory::copy(address(o.dst), address(o.src), o.dst.count); finish(id); break;
+        case op_kind::reduce: memory::combine(address(o.dst), address(o.src), o.dst.count, op_, o.order); finish(id); break;
+        case op_kind::finalize:
+          if constexpr (has_finalize<Op, T>) memory::finalize(address(o.dst), o.dst.count, op_, transport_.size());
+          finish(id);
+          break;
+        case op_kind::send:
+          if (o.src.count == 0) finish(id);
+          else active_.push_back({id, transport_.post_send(o.peer, tag, bytes_of(o.src))});
+          break;
+        case op_kind::recv:
+          if (o.dst.count == 0) finish(id);
+          else active_.push_back({id, transport_.post_recv(o.peer, tag, writable_bytes_of(o.dst))});
+          break;
+        case op_kind::recv_reduce:
+          if (o.dst.count == 0) finish(id);
+          else if constexpr (fused) {
+            auto& target = fused_targets_.emplace_back(
+                detail::fused_reduce_target<T, Op>{address(o.dst), &op_, o.order});
+            chunk_sink sink{&target, &detail::fused_reduce_target<T, Op>::consume};
+            active_.push_back({id, transport_.post_recv_reduce(o.peer, tag, o.dst.count * sizeof(T), sizeof(T), sink)});
+          } else {
+            active_.push_back({id, transport_.post_recv(o.peer, tag, writable_bytes_of(o.src))});
+          }
+          break;
+      }
+    }
+    return any;
+  }
+
+  bool poll_active() {
+    bool any = false;
+    for (std::size_t i = 0; i < active_.size();) {
+      if (!transport_.test(active_[i].req)) { ++i; continue; }
+      const op_id id = active_[i].id;
+      active_[i] = std::move(active_.back());
+      active_.pop_back();
+      const operation& o = plan_.ops[id];
+      if (!fused && o.kind == op_kind::recv_reduce)
+        memory::combine(address(o.dst), address(o.src), o.dst.count, op_, o.order);
+      finish(id);
+      any = true;
+    }
+    return any;
+  }
+
+  std::string timeout_message(const call_context& ctx) const {
+    std::string m = std::string(ctx.name) + ": timed out after " + std::to_string(ctx.timeout_ms) + " ms on rank " +
+                    std::to_string(transport_.rank()) + " waiting to ";
+    for (std::size_t i = 0; i < active_.size() && i < 4; ++i)
+      m += (i ? ", " : "") + detail::describe(plan_.ops[active_[i].id]);
+    if (active_.size() > 4) m += " and " + std::to_string(active_.size() - 4) + " more";
+    return m;
+  }
+
+  const schedule& plan_;
+  Transport& transport_;
+  call_buffers<T, Space> buffers_;
+  Op& op_;
+  std::vector<std::uint32_t> waiting_, successor_begin_;
+  std::vector<op_id> successors_, ready_;
+  std::size_t next_ready_ = 0, finished_ = 0;
+  std::vector<active_op> active_;
+  std::vector<detail::fused_reduce_target<T, Op>> fused_targets_;
+  decltype(memory::template allocate<T>(0)) scratch_{}, staging_{};
+};
+
+// Runs `plan` for one call of this rank.
+template <class Space = host_memory, transport Transport, class T, class Op>
+void execute(const schedule& plan, Transport& transport, call_buffers<T, Space> buffers, Op& op,
+             const call_context& ctx) {
+  executor<Transport, T, Op, Space>(plan, transport, buffers, op).run(ctx);
+}
+
+}  // namespace collectives

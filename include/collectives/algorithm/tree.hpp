@@ -1,0 +1,173 @@
+// Double binary tree: the data is cut in two halves and each half is reduced up, and
+// broadcast down, its own balanced binary tree; the second tree is the mirror image
+// of the first, so most ranks are leaves in one tree and inner nodes in the other.
+// Latency grows with log2(P); slices pipeline the levels.
+//
+// Both trees are in-order trees over the rank numbers: every subtree covers a
+// contiguous range of ranks, so a node combines (left subtree) op (itself) op
+// (right subtree) and the result is always x0 op x1 op ... op x(P-1). Non-commutative
+// ops are therefore fine.
+#pragma once
+
+#include <vector>
+
+#include "../concepts/algorithm.hpp"
+#include "schedule.hpp"
+
+namespace collectives {
+
+struct tree_links {
+  int parent = -1, left = -1, right = -1;  // -1: none
+};
+
+struct double_binary_tree {
+  static constexpr const char* name = "double_binary_tree";
+  static constexpr bool preserves_rank_order = true;
+
+  // The links of every rank in tree 0 (split at the upper middle) or tree 1 (its
+  // mirror, split at the lower middle).
+  static std::vector<tree_links> links(int size, int tree) {
+    std::vector<tree_links> out(static_cast<std::size_t>(size));
+    build(out, 0, size - 1, -1, tree == 1);
+    return out;
+  }
+  static int root_of(int size, int tree) { return tree == 0 ? size / 2 : (size - 1) / 2; }
+
+  // Number of levels of either tree: ceil(log2(P + 1)).
+  static int depth(int size) {
+    int levels = 0;
+    while ((1 << levels) < size + 1) ++levels;
+    return levels;
+  }
+
+  static schedule plan(kind::all_reduce, const plan_request& req) {
+    schedule s;
+    for (const auto& half : halves(req)) {
+      const auto& me = half.links[std::size_t(req.rank)];
+      const region in{buffer_id::input, half.offset, half.count}, out{buffer_id::output, half.offset, half.count};
+      const bool leaf = me.left < 0 && me.right < 0;
+      // A leaf sends its input as it is and only ever receives the result.
+      const op_id init = leaf && me.parent >= 0 ? no_op : s.copy(out, in);
+      for (std::size_t k = 0; k < half.slices; ++k) {
+        const std::uint32_t g = half.first_slice + static_cast<std::uint32_t>(k);
+        const region part = plan::slice_of(out, half.slice, k);
+        const op_id combined = reduce_children(s, me, part, g, init);
+        op_id ready;  // this slice holds the final result
+        if (me.parent >= 0) {
+          const op_id up = s.send(me.parent, up_tag(g), leaf ? plan::slice_of(in, half.slice, k) : part, {combined});
+          ready = s.recv(me.parent, down_tag(g), part, {up});
+        } else {
+          ready = req.finalize ? s.finalize(part, {combined}) : combined;
+        }
+        send_to_children(s, me, part, down_tag(g), ready);
+      }
+    }
+    return s;
+  }
+
+  // Each half is reduced up its tree; a tree root other than `root` forwards it.
+  static schedule plan(kind::reduce, const plan_request& req) {
+    schedule s;
+    const bool is_root = req.rank == req.root;
+    for (const auto& half : halves(req)) {
+      const auto& me = half.links[std::size_t(req.rank)];
+      const region in{buffer_id::input, half.offset, half.count};
+      const bool leaf = me.left < 0 && me.right < 0, tree_root = me.parent < 0;
+      // Where this rank's partial result grows: the output on the root, nowhere on a
+      // leaf (it sends its input), scratch elsewhere (other ranks' outputs stay untouched).
+      const region acc = is_root ? region{buffer_id::output, half.offset, half.count}
+                         : leaf  ? in
+                                 : s.reserve_scratch(half.count);
+      const op_id init = leaf && !is_root ? no_op : s.copy(acc, in);
+      for (std::size_t k = 0; k < half.slices; ++k) {
+        const std::uint32_t g = half.first_slice + static_cast<std::uint32_t>(k);
+        const region part = plan::slice_of(acc, half.slice, k);
+        const op_id combined = reduce_children(s, me, part, g, init);
+        if (!tree_root) {
+          const op_id up = s.send(me.parent, up_tag(g), part, {combined});
+          if (is_root) s.recv(half.root, down_tag(g), part, {up});  // the finished half comes back
+          continue;
+        }
+        const op_id done = req.finalize ? s.finalize(part, {combined}) : combined;
+        if (!is_root) s.send(req.root, down_tag(g), part, {done});
+      }
+    }
+    return s;
+  }
+
+  // Each half goes down its tree, relabelled so that `root` sits at the tree's root.
+  static schedule plan(kind::broadcast, const plan_request& req) {
+    schedule s;
+    const int p = req.size;
+    const region in{buffer_id::input, 0, req.count}, out{buffer_id::output, 0, req.count};
+    if (req.rank == req.root) s.copy(out, in);
+    for (const auto& half : halves(req)) {
+      // Rank r plays position (r - root + tree root) of the tree.
+      auto rank_at = [&](int position) { return position < 0 ? -1 : plan::mod(position - half.root + req.root, p); };
+      const auto& pos = half.links[std::size_t(plan::mod(req.rank - req.root + half.root, p))];
+      const tree_links me{rank_at(pos.parent), rank_at(pos.left), rank_at(pos.right)};
+      const region from = req.rank == req.root ? region{buffer_id::input, half.offset, half.count}
+                                               : region{buffer_id::output, half.offset, half.count};
+      for (std::size_t k = 0; k < half.slices; ++k) {
+        const std::uint32_t g = half.first_slice + static_cast<std::uint32_t>(k);
+        const region part = plan::slice_of(from, half.slice, k);
+        const op_id ready = me.parent >= 0 ? s.recv(me.parent, down_tag(g), part) : no_op;
+        send_to_children(s, me, part, down_tag(g), ready);
+      }
+    }
+    return s;
+  }
+
+ private:
+  struct half_plan {
+    std::size_t offset, count, slice, slices;
+    std::uint32_t first_slice;  // global slice number of its first slice, for tags
+    int root;
+    std::vector<tree_links> links;
+  };
+
+  static std::vector<half_plan> halves(const plan_request& req) {
+    const std::size_t slice = plan::slice_elements(req);
+    const auto first = plan::even_chunk(req.count, 2, 0), second = plan::even_chunk(req.count, 2, 1);
+    const std::size_t first_slices = plan::slice_count(first.count, slice);
+    std::vector<half_plan> out;
+    out.push_back({first.offset, first.count, slice, first_slices, 0, root_of(req.size, 0), links(req.size, 0)});
+    out.push_back({second.offset, second.count, slice, plan::slice_count(second.count, slice),
+                   static_cast<std::uint32_t>(first_slices), root_of(req.size, 1), links(req.size, 1)});
+    return out;
+  }
+
+  static void build(std::vector<tree_links>& out, int lo, int hi, int parent, bool lower_middle) {
+    if (lo > hi) return;
+    const int n = hi - lo + 1, mid = lower_middle ? lo + (n - 1) / 2 : lo + n / 2;
+    out[std::size_t(mid)].parent = parent;
+    out[std::size_t(mid)].left = middle(lo, mid - 1, lower_middle);
+    out[std::size_t(mid)].right = middle(mid + 1, hi, lower_middle);
+    build(out, lo, mid - 1, mid, lower_middle);
+    build(out, mid + 1, hi, mid, lower_middle);
+  }
+  static int middle(int lo, int hi, bool lower_middle) {
+    if (lo > hi) return -1;
+    const int n = hi - lo + 1;
+    return lower_middle ? lo + (n - 1) / 2 : lo + n / 2;
+  }
+
+  // Combines the children's partial results into `part` in rank order: the left
+  // subtree holds lower ranks, the right one higher ranks.
+  static op_id reduce_children(schedule& s, const tree_links& me, region part, std::uint32_t g, op_id init) {
+    op_id last = init;
+    if (me.left >= 0) last = s.recv_reduce(me.left, up_tag(g), part, operand_order::received_first, {last});
+    if (me.right >= 0) last = s.recv_reduce(me.right, up_tag(g), part, operand_order::received_last, {last});
+    return last;
+  }
+
+  static void send_to_children(schedule& s, const tree_links& me, region part, std::uint32_t tag, op_id ready) {
+    if (me.left >= 0) s.send(me.left, tag, part, {ready});
+    if (me.right >= 0) s.send(me.right, tag, part, {ready});
+  }
+
+  static std::uint32_t up_tag(std::uint32_t g) { return g; }
+  static std::uint32_t down_tag(std::uint32_t g) { return g | 0x8000'0000u; }
+};
+
+}  // namespace collectives

@@ -1,0 +1,63 @@
+// A communicator: one rank's handle on a group, owning that rank's transport.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <utility>
+
+#include "concepts/transport.hpp"
+
+namespace collectives {
+
+inline constexpr std::chrono::milliseconds default_timeout{std::chrono::seconds{60}};
+
+template <transport Transport>
+class communicator {
+  static_assert(check_transport<Transport>());
+
+ public:
+  using transport_type = Transport;
+
+  explicit communicator(Transport transport, std::chrono::milliseconds timeout = default_timeout)
+      : transport_(std::move(transport)), timeout_(timeout) {}
+
+  int rank() const { return transport_.rank(); }
+  int size() const { return transport_.size(); }
+
+  Transport& transport() noexcept { return transport_; }
+  const Transport& transport() const noexcept { return transport_; }
+
+  // Every blocking call fails with errc::timeout once this much time has passed.
+  std::chrono::milliseconds timeout() const noexcept { return timeout_; }
+  void set_timeout(std::chrono::milliseconds t) noexcept { timeout_ = t; }
+
+  // Wakes every pending and future operation of the whole group with errc::aborted.
+  void abort() { transport_.abort(); }
+
+  // Each collective call takes the next number, so messages of consecutive calls
+  // never match each other. Every rank must make the same calls in the same order.
+  std::uint64_t next_call() noexcept { return ++calls_; }
+
+ private:
+  Transport transport_;
+  std::chrono::milliseconds timeout_;
+  std::uint64_t calls_ = 0;
+};
+
+// Overrides a communicator's timeout for the calls made while it lives.
+template <class Communicator>
+class scoped_timeout {
+ public:
+  scoped_timeout(Communicator& comm, std::chrono::milliseconds t) : comm_(comm), saved_(comm.timeout()) {
+    comm_.set_timeout(t);
+  }
+  ~scoped_timeout() { comm_.set_timeout(saved_); }
+  scoped_timeout(const scoped_timeout&) = delete;
+  scoped_timeout& operator=(const scoped_timeout&) = delete;
+
+ private:
+  Communicator& comm_;
+  std::chrono::milliseconds saved_;
+};
+
+}  // namespace collectives

@@ -1,0 +1,12 @@
+// The library's only macros: host/device annotations and feature detection.
+#pragma once
+
+// Functions a reduce op or a reduction loop must offer to both the host and a CUDA
+// device are marked with this; it expands to nothing outside nvcc.
+#if defined(__CUDACC__)
+#define COLLECTIVES_HOST_DEVICE __host__ __device__
+#define COLLECTIVES_HAS_CUDA 1
+#else
+#define COLLECTIVES_HOST_DEVICE
+#define COLLECTIVES_HAS_CUDA 0
+#endif

@@ -1,0 +1,124 @@
+// What every front-end call shares: buffer concepts, argument checks that throw
+// before any byte moves, and the step from a call to its schedule and executor.
+#pragma once
+
+#include <cstddef>
+#include <limits>
+#include <ranges>
+#include <span>
+#include <string>
+#include <type_traits>
+
+#include "../algorithm/executor.hpp"
+#include "../algorithm/schedule.hpp"
+#include "../communicator.hpp"
+#include "../concepts/algorithm.hpp"
+#include "../concepts/reduce_op.hpp"
+#include "../error.hpp"
+#include "../ops/host_reduce.hpp"
+
+namespace collectives {
+
+// A buffer is any contiguous sized range (std::span, std::vector, std::array, ...).
+// Its memory space is host memory unless the range type says otherwise with a
+// nested `memory_space` type (as device spans do).
+template <class R>
+concept buffer = std::ranges::contiguous_range<R> && std::ranges::sized_range<R>;
+
+template <class R>
+concept writable_buffer =
+    buffer<R> && !std::is_const_v<std::remove_reference_t<std::ranges::range_reference_t<R>>>;
+
+template <class R>
+using element_of = std::remove_cv_t<std::ranges::range_value_t<R>>;
+
+template <class R>
+struct memory_space_trait {
+  using type = host_memory;
+};
+template <class R>
+  requires requires { typename R::memory_space; }
+struct memory_space_trait<R> {
+  using type = typename R::memory_space;
+};
+template <class R>
+using memory_space_of = typename memory_space_trait<std::remove_cvref_t<R>>::type;
+
+namespace detail {
+
+inline void check_root(const char* call, int root, int size) {
+  if (root < 0 || root >= size)
+    throw error(errc::invalid_root, std::string(call) + ": root " + std::to_string(root) +
+                                        " is not a rank of a communicator of size " + std::to_string(size));
+}
+
+inline void check_size(const char* call, const char* what, std::size_t actual, std::size_t expected) {
+  if (actual != expected)
+    throw error(errc::buffer_size_mismatch, std::string(call) + ": " + what + " has " + std::to_string(actual) +
+                                                " elements, expected " + std::to_string(expected));
+}
+
+inline std::size_t checked_product(const char* call, std::size_t a, std::size_t b) {
+  if (b != 0 && a > std::numeric_limits<std::size_t>::max() / b)
+    throw error(errc::count_overflow, std::string(call) + ": " + std::to_string(a) + " x " + std::to_string(b) +
+                                          " elements overflow size_t");
+  return a * b;
+}
+
+inline std::size_t checked_total(const char* call, std::span<const std::size_t> counts) {
+  std::size_t total = 0;
+  for (auto c : counts) {
+    if (c > std::numeric_limits<std::size_t>::max() - total)
+      throw error(errc::count_overflow, std::string(call) + ": the counts add up to more than size_t holds");
+    total += c;
+  }
+  return total;
+}
+
+// A buffer of `count` elements of T must also fit in bytes.
+template <class T>
+void check_bytes(const char* call, std::size_t count) {
+  checked_product(call, count, sizeof(T));
+}
+
+inline void check_counts(const char* call, std::span<const std::size_t> counts, int size) {
+  check_size(call, "counts", counts.size(), static_cast<std::size_t>(size));
+}
+
+// Size of the slot each rank has in an in-place P*N buffer.
+inline std::size_t slot_of(const char* call, std::size_t total, int size) {
+  if (total % static_cast<std::size_t>(size) != 0)
+    throw error(errc::buffer_size_mismatch, std::string(call) + ": an in-place buffer of " + std::to_string(total) +
+                                                " elements does not split into " + std::to_string(size) + " equal parts");
+  return total / static_cast<std::size_t>(size);
+}
+
+// The compile-time checks of a reducing call: a valid op, and one the algorithm can
+// apply in the order it reduces.
+template <class Algorithm, class Op, class T>
+constexpr bool check_reduction() {
+  static_assert(check_reduce_op<Op, T>());
+  static_assert(Algorithm::preserves_rank_order || is_commutative_v<Op>,
+                "collectives: this algorithm (ring) applies the op out of rank order and the op is not declared "
+                "commutative: add `static constexpr bool commutative = true;` to it, wrap it with "
+                "collectives::commutative(op), or use double_binary_tree, direct or automatic");
+  return true;
+}
+
+// Plans the call with Algorithm and runs it on this rank.
+template <class Algorithm, class Space = host_memory, class Kind, transport Tr, class T, class Op>
+void run(communicator<Tr>& comm, const char* call, Kind kind, plan_request req, const T* input, T* output, Op& op) {
+  req.rank = comm.rank();
+  req.size = comm.size();
+  req.element_size = sizeof(T);
+  req.finalize = has_finalize<Op, T>;
+  req.commutative = is_commutative_v<Op>;
+  req.costs = costs_of<Tr>();
+  const schedule plan = Algorithm::plan(kind, req);
+  const auto timeout = comm.timeout();
+  const call_context ctx{call, comm.next_call(), clock::now() + timeout, static_cast<long long>(timeout.count())};
+  execute<Space>(plan, comm.transport(), call_buffers<T, Space>{input, output}, op, ctx);
+}
+
+}  // namespace detail
+}  // namespace collectives

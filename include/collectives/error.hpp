@@ -1,0 +1,57 @@
+// One error category and one exception type for everything the library reports.
+#pragma once
+
+#include <string>
+#include <system_error>
+
+namespace collectives {
+
+enum class errc {
+  invalid_root = 1,      // root is not a rank of the communicator
+  invalid_peer,          // send/recv peer is not a rank, or is the caller itself
+  buffer_size_mismatch,  // a buffer's size does not match what the collective needs
+  count_overflow,        // element or byte counts overflow size_t
+  timeout,               // the deadline passed before the operation finished
+  aborted,               // the communicator was aborted, by this rank or another
+  message_truncated,     // a peer sent more bytes than the receiver posted
+  peer_lost,             // a peer died or its connection broke
+};
+
+class error_category_impl final : public std::error_category {
+ public:
+  const char* name() const noexcept override { return "collectives"; }
+  std::string message(int code) const override {
+    switch (static_cast<errc>(code)) {
+      case errc::invalid_root: return "invalid root";
+      case errc::invalid_peer: return "invalid peer";
+      case errc::buffer_size_mismatch: return "buffer size mismatch";
+      case errc::count_overflow: return "count overflow";
+      case errc::timeout: return "timed out";
+      case errc::aborted: return "aborted";
+      case errc::message_truncated: return "message truncated";
+      case errc::peer_lost: return "peer lost";
+    }
+    return "unknown collectives error";
+  }
+};
+
+inline const std::error_category& error_category() noexcept {
+  static const error_category_impl category;
+  return category;
+}
+
+inline std::error_code make_error_code(errc e) noexcept {
+  return {static_cast<int>(e), error_category()};
+}
+
+// The exception every operation throws: code() tells what, what() tells the details
+// (which call, which rank, which sizes).
+class error : public std::system_error {
+ public:
+  error(errc code, const std::string& what) : std::system_error(make_error_code(code), what) {}
+};
+
+}  // namespace collectives
+
+template <>
+struct std::is_error_code_enum<collectives::errc> : std::true_type {};

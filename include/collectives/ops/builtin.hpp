@@ -1,0 +1,66 @@
+// The built-in reduce ops. Each is a stateless functor usable on host and device.
+#pragma once
+
+#include <concepts>
+
+#include "../config.hpp"
+
+namespace collectives {
+
+struct sum {
+  static constexpr bool commutative = true;
+  template <class T>
+  COLLECTIVES_HOST_DEVICE constexpr T operator()(const T& a, const T& b) const { return static_cast<T>(a + b); }
+};
+
+struct prod {
+  static constexpr bool commutative = true;
+  template <class T>
+  COLLECTIVES_HOST_DEVICE constexpr T operator()(const T& a, const T& b) const { return static_cast<T>(a * b); }
+};
+
+// min and max keep the left operand on ties (and when the right one is NaN), so the
+// result is the same on every rank and in every run for a fixed algorithm.
+struct min {
+  static constexpr bool commutative = true;
+  template <class T>
+  COLLECTIVES_HOST_DEVICE constexpr T operator()(const T& a, const T& b) const { return b < a ? b : a; }
+};
+
+struct max {
+  static constexpr bool commutative = true;
+  template <class T>
+  COLLECTIVES_HOST_DEVICE constexpr T operator()(const T& a, const T& b) const { return a < b ? b : a; }
+};
+
+// The mean over ranks: summed like `sum`, then divided once by the rank count by the
+// rank that owns the finished value (integers divide with truncation toward zero).
+struct avg {
+  static constexpr bool commutative = true;
+  template <class T>
+  COLLECTIVES_HOST_DEVICE constexpr T operator()(const T& a, const T& b) const { return static_cast<T>(a + b); }
+  template <class T>
+  COLLECTIVES_HOST_DEVICE constexpr T finalize(const T& total, int nranks) const {
+    return static_cast<T>(total / static_cast<T>(nranks));
+  }
+};
+
+struct bit_and {
+  static constexpr bool commutative = true;
+  template <std::integral T>
+  COLLECTIVES_HOST_DEVICE constexpr T operator()(const T& a, const T& b) const { return static_cast<T>(a & b); }
+};
+
+struct bit_or {
+  static constexpr bool commutative = true;
+  template <std::integral T>
+  COLLECTIVES_HOST_DEVICE constexpr T operator()(const T& a, const T& b) const { return static_cast<T>(a | b); }
+};
+
+struct bit_xor {
+  static constexpr bool commutative = true;
+  template <std::integral T>
+  COLLECTIVES_HOST_DEVICE constexpr T operator()(const T& a, const T& b) const { return static_cast<T>(a ^ b); }
+};
+
+}  // namespace collectives
