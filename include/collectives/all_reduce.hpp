@@ -26,7 +26,7 @@ void all_reduce(communicator<Tr>& comm, const In& input, Out&& output, Op op) {
 // In-place: `data` is the input and receives the result.
 template <algorithm Algorithm = automatic, transport Tr, writable_buffer Data, class Op>
 void all_reduce(communicator<Tr>& comm, Data&& data, Op op) {
-  all_reduce<Algorithm>(comm, std::span{data}, std::span{data}, op);
+  all_reduce<Algorithm>(comm, data, data, op);
 }
 
 // One value: returns op over every rank's `value`.

@@ -11,7 +11,7 @@ namespace collectives {
 
 inline constexpr std::chrono::milliseconds default_timeout{std::chrono::seconds{60}};
 
-template <transport Transport>
+template <class Transport>
 class communicator {
   static_assert(check_transport<Transport>());
 

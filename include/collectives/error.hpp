@@ -15,6 +15,7 @@ enum class errc {
   aborted,               // the communicator was aborted, by this rank or another
   message_truncated,     // a peer sent more bytes than the receiver posted
   peer_lost,             // a peer died or its connection broke
+  invalid_group,         // a group must have at least one rank
 };
 
 class error_category_impl final : public std::error_category {
@@ -30,8 +31,24 @@ class error_category_impl final : public std::error_category {
       case errc::aborted: return "aborted";
       case errc::message_truncated: return "message truncated";
       case errc::peer_lost: return "peer lost";
+      case errc::invalid_group: return "invalid group";
     }
     return "unknown collectives error";
+  }
+  // Lets portable code test e.g. `e.code() == std::errc::timed_out`.
+  std::error_condition default_error_condition(int code) const noexcept override {
+    switch (static_cast<errc>(code)) {
+      case errc::invalid_root:
+      case errc::invalid_peer:
+      case errc::buffer_size_mismatch:
+      case errc::invalid_group: return std::errc::invalid_argument;
+      case errc::count_overflow: return std::errc::value_too_large;
+      case errc::timeout: return std::errc::timed_out;
+      case errc::aborted: return std::errc::operation_canceled;
+      case errc::message_truncated: return std::errc::message_size;
+      case errc::peer_lost: return std::errc::connection_reset;
+    }
+    return {code, *this};
   }
 };
 

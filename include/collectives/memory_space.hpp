@@ -24,7 +24,8 @@ enum class operand_order : unsigned char {
 //   static void combine(T* dst, const T* received, std::size_t n, Op& op, operand_order);
 //   static void finalize(T* dst, std::size_t n, Op& op, int nranks);  // only for ops with finalize
 //   static auto allocate<T>(std::size_t n);  // owning pointer-like handle to n elements
-// ops/host_reduce.hpp defines it for host_memory.
+// ops/host_reduce.hpp defines it for host_memory; a device part defines it for
+// device_memory.
 template <class Space>
 struct memory_ops;
 

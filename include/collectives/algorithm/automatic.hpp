@@ -98,10 +98,16 @@ struct automatic {
   }
 
  private:
+  // Ties (equal estimates, up to rounding) go to ring, then the tree, so that the
+  // choice does not flip with the last bits of a size.
   static algorithm_choice cheapest(const plan_request& r, double ring_s, double tree_s, double direct_s) {
     if (!r.commutative) ring_s = std::numeric_limits<double>::infinity();
-    if (direct_s <= ring_s && direct_s <= tree_s) return algorithm_choice::direct;
-    return ring_s <= tree_s ? algorithm_choice::ring : algorithm_choice::double_binary_tree;
+    auto clearly_below = [](double a, double b) { return a < b * (1 - 1e-9); };
+    algorithm_choice best = algorithm_choice::ring;
+    double best_s = ring_s;
+    if (clearly_below(tree_s, best_s)) best = algorithm_choice::double_binary_tree, best_s = tree_s;
+    if (clearly_below(direct_s, best_s)) best = algorithm_choice::direct;
+    return best;
   }
   static algorithm_choice rooted(const plan_request& r) {
     const double bytes = double(r.count) * r.element_size;

@@ -103,13 +103,13 @@ struct direct {
 
   // Dissemination barrier: in round k every rank signals rank + 2^k and waits for
   // rank - 2^k; after ceil(log2 P) rounds everyone has heard from everyone. The
-  // signals are one element of scratch (the caller runs it with one-byte elements).
+  // signal is the one-element input (the caller runs it with one-byte elements).
   static schedule plan(kind::barrier, const plan_request& req) {
     schedule s;
     const int p = req.size, r = req.rank;
     int rounds = 0;
     while ((1 << rounds) < p) ++rounds;
-    const region signal = s.reserve_scratch(1);
+    const region signal{buffer_id::input, 0, 1};
     op_id heard = no_op;
     for (int k = 0; k < rounds; ++k) {
       const auto tag = static_cast<std::uint32_t>(k);

@@ -36,6 +36,7 @@ struct call_context {
 
 // Stands in for an op where a schedule combines nothing (broadcast, gather, ...).
 struct no_reduce {
+  static constexpr bool commutative = true;
   template <class T>
   T operator()(const T& a, const T&) const { return a; }
 };

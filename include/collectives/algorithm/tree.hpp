@@ -1,7 +1,9 @@
 // Double binary tree: the data is cut in two halves and each half is reduced up, and
-// broadcast down, its own balanced binary tree; the second tree is the mirror image
-// of the first, so most ranks are leaves in one tree and inner nodes in the other.
-// Latency grows with log2(P); slices pipeline the levels.
+// broadcast down, its own binary tree. Rank r sits at position r+1 of tree 0 and r+2
+// of tree 1, and a position's height is the number of trailing zero bits, so odd
+// positions are leaves: every rank is a leaf in one tree and an inner node in the
+// other, and the two halves share the work evenly. Latency grows with log2(P);
+// slices pipeline the levels.
 //
 // Both trees are in-order trees over the rank numbers: every subtree covers a
 // contiguous range of ranks, so a node combines (left subtree) op (itself) op
@@ -24,16 +26,15 @@ struct double_binary_tree {
   static constexpr const char* name = "double_binary_tree";
   static constexpr bool preserves_rank_order = true;
 
-  // The links of every rank in tree 0 (split at the upper middle) or tree 1 (its
-  // mirror, split at the lower middle).
+  // The links of every rank in tree 0 or tree 1.
   static std::vector<tree_links> links(int size, int tree) {
     std::vector<tree_links> out(static_cast<std::size_t>(size));
-    build(out, 0, size - 1, -1, tree == 1);
+    build(out, 0, size - 1, -1, 1 + tree);
     return out;
   }
-  static int root_of(int size, int tree) { return tree == 0 ? size / 2 : (size - 1) / 2; }
+  static int root_of(int size, int tree) { return top(0, size - 1, 1 + tree); }
 
-  // Number of levels of either tree: ceil(log2(P + 1)).
+  // Levels of tree 0: ceil(log2(P + 1)); tree 1 has at most one more.
   static int depth(int size) {
     int levels = 0;
     while ((1 << levels) < size + 1) ++levels;
@@ -137,19 +138,23 @@ struct double_binary_tree {
     return out;
   }
 
-  static void build(std::vector<tree_links>& out, int lo, int hi, int parent, bool lower_middle) {
-    if (lo > hi) return;
-    const int n = hi - lo + 1, mid = lower_middle ? lo + (n - 1) / 2 : lo + n / 2;
-    out[std::size_t(mid)].parent = parent;
-    out[std::size_t(mid)].left = middle(lo, mid - 1, lower_middle);
-    out[std::size_t(mid)].right = middle(mid + 1, hi, lower_middle);
-    build(out, lo, mid - 1, mid, lower_middle);
-    build(out, mid + 1, hi, mid, lower_middle);
+  // The rank in [lo, hi] whose position (rank + shift) has the most trailing zero
+  // bits: the root of that range's subtree.
+  static int top(int lo, int hi, int shift) {
+    for (int bit = 30; bit > 0; --bit) {
+      const int position = ((hi + shift) >> bit) << bit;
+      if (position >= lo + shift) return position - shift;
+    }
+    return hi;  // a range of one odd position
   }
-  static int middle(int lo, int hi, bool lower_middle) {
-    if (lo > hi) return -1;
-    const int n = hi - lo + 1;
-    return lower_middle ? lo + (n - 1) / 2 : lo + n / 2;
+
+  static void build(std::vector<tree_links>& out, int lo, int hi, int parent, int shift) {
+    if (lo > hi) return;
+    const int mid = top(lo, hi, shift);
+    out[std::size_t(mid)] = {parent, lo <= mid - 1 ? top(lo, mid - 1, shift) : -1,
+                             mid + 1 <= hi ? top(mid + 1, hi, shift) : -1};
+    build(out, lo, mid - 1, mid, shift);
+    build(out, mid + 1, hi, mid, shift);
   }
 
   // Combines the children's partial results into `part` in rank order: the left

@@ -108,6 +108,8 @@ constexpr bool check_reduction() {
 // Plans the call with Algorithm and runs it on this rank.
 template <class Algorithm, class Space = host_memory, class Kind, transport Tr, class T, class Op>
 void run(communicator<Tr>& comm, const char* call, Kind kind, plan_request req, const T* input, T* output, Op& op) {
+  static_assert(std::is_trivially_copyable_v<T>,
+                "collectives: the element type must be trivially copyable (it travels as bytes)");
   req.rank = comm.rank();
   req.size = comm.size();
   req.element_size = sizeof(T);

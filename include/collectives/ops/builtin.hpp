@@ -7,15 +7,24 @@
 
 namespace collectives {
 
+namespace detail {
+template <class T>
+concept addable = requires(const T& a, const T& b) { static_cast<T>(a + b); };
+template <class T>
+concept multipliable = requires(const T& a, const T& b) { static_cast<T>(a * b); };
+template <class T>
+concept ordered = requires(const T& a, const T& b) { { a < b } -> std::convertible_to<bool>; };
+}  // namespace detail
+
 struct sum {
   static constexpr bool commutative = true;
-  template <class T>
+  template <detail::addable T>
   COLLECTIVES_HOST_DEVICE constexpr T operator()(const T& a, const T& b) const { return static_cast<T>(a + b); }
 };
 
 struct prod {
   static constexpr bool commutative = true;
-  template <class T>
+  template <detail::multipliable T>
   COLLECTIVES_HOST_DEVICE constexpr T operator()(const T& a, const T& b) const { return static_cast<T>(a * b); }
 };
 
@@ -23,13 +32,13 @@ struct prod {
 // result is the same on every rank and in every run for a fixed algorithm.
 struct min {
   static constexpr bool commutative = true;
-  template <class T>
+  template <detail::ordered T>
   COLLECTIVES_HOST_DEVICE constexpr T operator()(const T& a, const T& b) const { return b < a ? b : a; }
 };
 
 struct max {
   static constexpr bool commutative = true;
-  template <class T>
+  template <detail::ordered T>
   COLLECTIVES_HOST_DEVICE constexpr T operator()(const T& a, const T& b) const { return a < b ? b : a; }
 };
 
@@ -37,7 +46,7 @@ struct max {
 // rank that owns the finished value (integers divide with truncation toward zero).
 struct avg {
   static constexpr bool commutative = true;
-  template <class T>
+  template <detail::addable T>
   COLLECTIVES_HOST_DEVICE constexpr T operator()(const T& a, const T& b) const { return static_cast<T>(a + b); }
   template <class T>
   COLLECTIVES_HOST_DEVICE constexpr T finalize(const T& total, int nranks) const {

@@ -29,7 +29,7 @@ class inproc;
 class inproc_group {
  public:
   explicit inproc_group(int size) {
-    if (size < 1) throw error(errc::invalid_peer, "inproc_group: a group needs at least one rank, got " + std::to_string(size));
+    if (size < 1) throw error(errc::invalid_group, "inproc_group: a group needs at least one rank, got " + std::to_string(size));
     for (int r = 0; r < size; ++r) mailboxes_.push_back(std::make_unique<mailbox>());
   }
   inproc_group(const inproc_group&) = delete;

@@ -1,0 +1,69 @@
+// all_gather / all_gatherv: every rank ends with every rank's buffer, in rank order.
+#pragma once
+
+#include <ranges>
+#include <span>
+
+#include "algorithm/automatic.hpp"
+#include "detail/call.hpp"
+
+namespace collectives {
+
+// Out-of-place: each rank gives N elements; `output` has P*N and receives rank i's
+// at offset i*N.
+template <algorithm Algorithm = automatic, transport Tr, buffer In, writable_buffer Out>
+  requires std::same_as<element_of<In>, element_of<Out>>
+void all_gather(communicator<Tr>& comm, const In& input, Out&& output) {
+  using T = element_of<Out>;
+  static_assert(implements<Algorithm, kind::all_gather>,
+                "collectives: this algorithm does not implement all_gather (ring, direct and automatic do)");
+  const char* call = "all_gather";
+  const std::size_t n = std::ranges::size(input);
+  const std::size_t total = detail::checked_product(call, n, static_cast<std::size_t>(comm.size()));
+  detail::check_size(call, "output", std::ranges::size(output), total);
+  detail::check_bytes<T>(call, total);
+  no_reduce op;
+  detail::run<Algorithm, memory_space_of<Out>>(comm, call, kind::all_gather{}, {.count = n},
+                                               std::ranges::data(input), std::ranges::data(output), op);
+}
+
+// In-place: `data` has P*N elements and this rank's part is already at rank*N.
+template <algorithm Algorithm = automatic, transport Tr, writable_buffer Data>
+void all_gather(communicator<Tr>& comm, Data&& data) {
+  const std::size_t n = detail::slot_of("all_gather", std::ranges::size(data), comm.size());
+  const std::span all{data};
+  all_gather<Algorithm>(comm, all.subspan(static_cast<std::size_t>(comm.rank()) * n, n), all);
+}
+
+// Out-of-place, uneven: rank i gives counts[i] elements; `output` holds them back
+// to back.
+template <algorithm Algorithm = automatic, transport Tr, buffer In, writable_buffer Out>
+  requires std::same_as<element_of<In>, element_of<Out>>
+void all_gatherv(communicator<Tr>& comm, const In& input, Out&& output, std::span<const std::size_t> counts) {
+  using T = element_of<Out>;
+  static_assert(implements<Algorithm, kind::all_gatherv>,
+                "collectives: this algorithm does not implement all_gatherv (ring, direct and automatic do)");
+  const char* call = "all_gatherv";
+  detail::check_counts(call, counts, comm.size());
+  const std::size_t total = detail::checked_total(call, counts);
+  detail::check_size(call, "input", std::ranges::size(input), counts[static_cast<std::size_t>(comm.rank())]);
+  detail::check_size(call, "output", std::ranges::size(output), total);
+  detail::check_bytes<T>(call, total);
+  no_reduce op;
+  detail::run<Algorithm, memory_space_of<Out>>(comm, call, kind::all_gatherv{}, {.counts = counts},
+                                               std::ranges::data(input), std::ranges::data(output), op);
+}
+
+// In-place, uneven: `data` holds all parts back to back, this rank's already in place.
+template <algorithm Algorithm = automatic, transport Tr, writable_buffer Data>
+void all_gatherv(communicator<Tr>& comm, Data&& data, std::span<const std::size_t> counts) {
+  detail::check_counts("all_gatherv", counts, comm.size());
+  detail::checked_total("all_gatherv", counts);
+  const auto displ = plan::displacements(counts);
+  const auto r = static_cast<std::size_t>(comm.rank());
+  const std::span all{data};
+  detail::check_size("all_gatherv", "data", all.size(), displ.back());
+  all_gatherv<Algorithm>(comm, all.subspan(displ[r], counts[r]), all, counts);
+}
+
+}  // namespace collectives

@@ -1,0 +1,18 @@
+// The umbrella header: every collective, the built-in ops and the in-process
+// transport. Transports with outside dependencies have headers of their own.
+#pragma once
+
+#include "all_gather.hpp"
+#include "all_reduce.hpp"
+#include "all_to_all.hpp"
+#include "barrier.hpp"
+#include "broadcast.hpp"
+#include "communicator.hpp"
+#include "error.hpp"
+#include "gather.hpp"
+#include "ops/builtin.hpp"
+#include "point_to_point.hpp"
+#include "reduce.hpp"
+#include "reduce_scatter.hpp"
+#include "scatter.hpp"
+#include "transport/inproc.hpp"
