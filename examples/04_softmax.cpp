@@ -1,0 +1,130 @@
+// 04: softmax over a vector sharded across the ranks.
+//
+//   softmax(x)_i = exp(x_i) / sum_j exp(x_j)
+//
+// Each rank computes its own slice of the output, and needs only two numbers from the
+// others, one all_reduce each:
+//
+//   1. m = max over all x (collectives::max). In float, exp(x) overflows to infinity
+//      beyond x = 88.7, and logits that large are common; exp(x - m) is at most 1.
+//      Subtracting m changes nothing, since exp(-m) cancels between numerator and
+//      denominator, but only if every rank subtracts the same m: hence the global max.
+//   2. s = sum over all exp(x - m) (collectives::sum).
+//   3. y = exp(x - m) / s, on each rank's own slice; no third message.
+//
+// usage: 04_softmax [ranks = 4]
+
+#include <collectives/collectives.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdlib>
+#include <exception>
+#include <iostream>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace coll = collectives;
+using comm_t = coll::communicator<coll::inproc>;
+
+namespace {
+
+// Shards of different sizes over one vector of logits in [-100, 100].
+std::size_t shard_size(int rank) { return 200 + 50 * std::size_t(rank); }
+std::size_t shard_offset(int rank) {
+  std::size_t offset = 0;
+  for (int q = 0; q < rank; ++q) offset += shard_size(q);
+  return offset;
+}
+float logit(std::size_t g) { return float(g * 7919 % 2001) / 10.0f - 100.0f; }
+
+// Float results against a double reference: the ranks add in a different order than a
+// serial loop, so expect agreement to rounding, not to the bit. Values that underflow
+// in float (below about 1e-38) are allowed to come out as zero.
+constexpr double tolerance = 1e-5;
+bool agrees(double got, double want) { return std::abs(got - want) <= tolerance * std::abs(want) + 1e-37; }
+
+void expect(bool ok, int rank, const std::string& what) {
+  if (!ok) throw std::runtime_error("rank " + std::to_string(rank) + ": " + what);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int ranks = argc > 1 ? std::atoi(argv[1]) : 4;
+  if (ranks < 1) {
+    std::cerr << "usage: 04_softmax [ranks >= 1]\n";
+    return 2;
+  }
+
+  // The serial reference, in double, over the whole vector.
+  const std::size_t n = shard_offset(ranks);
+  double serial_max = -std::numeric_limits<double>::infinity(), serial_sum = 0;
+  for (std::size_t g = 0; g < n; ++g) serial_max = std::max(serial_max, double(logit(g)));
+  for (std::size_t g = 0; g < n; ++g) serial_sum += std::exp(double(logit(g)) - serial_max);
+  std::vector<double> serial(n);
+  for (std::size_t g = 0; g < n; ++g) serial[g] = std::exp(double(logit(g)) - serial_max) / serial_sum;
+
+  float global_max = 0, denominator = 0, total = 0;
+  std::vector<float> shard_sums(static_cast<std::size_t>(ranks));  // each rank writes its own slot
+  try {
+    coll::run_ranks(ranks, [&](comm_t& comm) {
+      const int r = comm.rank();
+      const std::size_t offset = shard_offset(r);
+      std::vector<float> x(shard_size(r));
+      for (std::size_t i = 0; i < x.size(); ++i) x[i] = logit(offset + i);
+
+      // 1. The global max. (An empty shard would offer -infinity, which never wins.)
+      float local_max = -std::numeric_limits<float>::infinity();
+      for (float v : x) local_max = std::max(local_max, v);
+      const float m = coll::all_reduce(comm, local_max, coll::max{});
+
+      // 2. The denominator.
+      std::vector<float> y(x.size());
+      float local_sum = 0;
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        y[i] = std::exp(x[i] - m);
+        local_sum += y[i];
+      }
+      const float s = coll::all_reduce(comm, local_sum, coll::sum{});
+
+      // 3. Normalize this rank's slice.
+      float shard_sum = 0;
+      for (float& v : y) {
+        v /= s;
+        shard_sum += v;
+      }
+
+      for (std::size_t i = 0; i < y.size(); ++i)
+        expect(agrees(y[i], serial[offset + i]), r,
+               "softmax[" + std::to_string(offset + i) + "] is " + std::to_string(y[i]) + ", serially " +
+                   std::to_string(serial[offset + i]));
+      // The slices are one distribution: together they must sum to 1.
+      const float sum_of_all = coll::all_reduce(comm, shard_sum, coll::sum{});
+      expect(agrees(sum_of_all, 1.0), r, "the probabilities sum to " + std::to_string(sum_of_all));
+
+      shard_sums[std::size_t(r)] = shard_sum;
+      if (r == 0) {
+        global_max = m;
+        denominator = s;
+        total = sum_of_all;
+      }
+    });
+  } catch (const std::exception& e) {
+    std::cerr << "04_softmax: FAILED: " << e.what() << '\n';
+    return 1;
+  }
+
+  std::cout << "softmax of " << n << " logits in [-100, 100] over " << ranks << (ranks == 1 ? " rank\n" : " ranks\n")
+            << "  global max " << global_max << " (exp of it in float: " << std::exp(global_max)
+            << ", hence the subtraction)\n"
+            << "  sum of exp(x - max): " << denominator << '\n'
+            << "  each shard's share of the probability:";
+  for (float p : shard_sums) std::cout << ' ' << p;
+  std::cout << " (total " << total << ")\n"
+            << "  matches the serial softmax within a relative " << tolerance << " on every rank\n";
+  return 0;
+}
