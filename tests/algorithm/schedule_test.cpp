@@ -1,0 +1,482 @@
+// Schedules tested as data, with no transport: messages pair up, no two operations
+// race on memory, a serial simulation (rendezvous messages) completes without
+// deadlock, every reduced element holds each rank's part exactly once, and step
+// counts match the textbook.
+#include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
+#include <vector>
+
+#include <collectives/algorithm/automatic.hpp>
+#include <doctest/doctest.h>
+
+namespace coll = collectives;
+using coll::buffer_id;
+using coll::op_kind;
+using coll::region;
+using coll::schedule;
+
+namespace {
+
+// Everything needed to plan one collective on every rank.
+struct grid_point {
+  int size;
+  std::size_t count = 0;
+  int root = 0;
+  std::vector<std::size_t> counts{};                    // v-forms
+  std::vector<std::vector<std::size_t>> sends_of{}, receives_of{};  // all_to_allv, per rank
+};
+
+template <class A, class Kind>
+std::vector<schedule> plan_all(const grid_point& g, std::size_t slice_bytes) {
+  std::vector<schedule> out;
+  for (int r = 0; r < g.size; ++r) {
+    coll::plan_request req{.rank = r, .size = g.size, .count = g.count, .root = g.root, .counts = g.counts,
+                           .element_size = 4, .finalize = true, .slice_bytes = slice_bytes};
+    if (!g.sends_of.empty()) {
+      req.counts = g.sends_of[std::size_t(r)];
+      req.recv_counts = g.receives_of[std::size_t(r)];
+    }
+    out.push_back(A::plan(Kind{}, req));
+  }
+  return out;
+}
+
+// ---- messages pair up ----------------------------------------------------------
+
+using message = std::tuple<int, int, std::uint32_t, std::size_t>;  // from, to, tag, elements
+
+std::string unmatched_messages(const std::vector<schedule>& plans) {
+  std::multiset<message> sent, received;
+  for (int r = 0; r < int(plans.size()); ++r)
+    for (const auto& op : plans[std::size_t(r)].ops) {
+      if (op.kind == op_kind::send) sent.insert({r, op.peer, op.tag, op.src.count});
+      if (op.kind == op_kind::recv || op.kind == op_kind::recv_reduce) received.insert({op.peer, r, op.tag, op.dst.count});
+    }
+  if (sent == received) return {};
+  for (const auto& m : sent)
+    if (sent.count(m) != received.count(m))
+      return "message " + std::to_string(std::get<0>(m)) + "->" + std::to_string(std::get<1>(m)) + " tag " +
+             std::to_string(std::get<2>(m)) + " sent " + std::to_string(sent.count(m)) + "x, received " +
+             std::to_string(received.count(m)) + "x";
+  return "a receive has no matching send";
+}
+
+// ---- no races ------------------------------------------------------------------
+
+// How the caller's input sits in its output for an in-place call: input element i
+// is output element i + shift (negative: output element i is input element i - shift).
+struct aliasing {
+  bool in_place = false;
+  std::ptrdiff_t shift = 0;
+};
+
+struct access {
+  int space;  // 0: output (and in-place input), 1: input, 2: scratch, 3: staging
+  std::ptrdiff_t begin, end;
+  bool writes;
+};
+
+access touch(region r, bool writes, aliasing a) {
+  auto b = std::ptrdiff_t(r.offset), e = std::ptrdiff_t(r.offset + r.count);
+  switch (r.buffer) {
+    case buffer_id::output: return {0, b, e, writes};
+    case buffer_id::input: return a.in_place ? access{0, b + a.shift, e + a.shift, writes} : access{1, b, e, writes};
+    case buffer_id::scratch: return {2, b, e, writes};
+    case buffer_id::staging: return {3, b, e, writes};
+  }
+  return {};
+}
+
+std::vector<access> accesses(const coll::operation& op, aliasing a) {
+  switch (op.kind) {
+    case op_kind::send: return {touch(op.src, false, a)};
+    case op_kind::recv: return {touch(op.dst, true, a)};
+    case op_kind::recv_reduce: return {touch(op.dst, true, a), touch(op.src, true, a)};
+    case op_kind::reduce: return {touch(op.dst, true, a), touch(op.src, false, a)};
+    case op_kind::finalize: return {touch(op.dst, true, a)};
+    case op_kind::copy: {
+      const auto to = touch(op.dst, true, a), from = touch(op.src, false, a);
+      if (to.space == from.space && to.begin == from.begin) return {};  // in place: the executor skips it
+      return {to, from};
+    }
+  }
+  return {};
+}
+
+// Two operations that touch overlapping memory, one of them writing, must be ordered
+// by the dependencies.
+std::string races(const schedule& s, aliasing a) {
+  const std::size_t n = s.ops.size();
+  std::vector<std::vector<bool>> before(n, std::vector<bool>(n, false));  // before[j][i]: i precedes j
+  for (std::size_t j = 0; j < n; ++j)
+    for (auto d : s.deps_of(s.ops[j])) {
+      if (d >= j) return "op " + std::to_string(j) + " depends on a later op";
+      before[j][d] = true;
+      for (std::size_t i = 0; i < j; ++i)
+        if (before[d][i]) before[j][i] = true;
+    }
+  std::vector<std::vector<access>> acc(n);
+  for (std::size_t i = 0; i < n; ++i) acc[i] = accesses(s.ops[i], a);
+  for (std::size_t j = 0; j < n; ++j)
+    for (std::size_t i = 0; i < j; ++i) {
+      if (before[j][i]) continue;
+      for (const auto& x : acc[i])
+        for (const auto& y : acc[j])
+          if (x.space == y.space && (x.writes || y.writes) && x.begin < y.end && y.begin < x.end &&
+              x.begin != x.end && y.begin != y.end)
+            return "ops " + std::to_string(i) + " and " + std::to_string(j) + " race on buffer " + std::to_string(x.space);
+    }
+  return {};
+}
+
+// ---- simulation: every reduced element holds every rank exactly once -----------
+
+// A symbolic element: which ranks' inputs were combined into it.
+struct parts {
+  std::uint64_t ranks = 0;
+  bool twice = false;  // some rank was combined more than once
+};
+
+struct rank_memory {
+  std::vector<parts> input, output, scratch, staging;
+  std::vector<parts>& of(buffer_id b) {
+    switch (b) {
+      case buffer_id::input: return input;
+      case buffer_id::output: return output;
+      case buffer_id::scratch: return scratch;
+      case buffer_id::staging: return staging;
+    }
+    return output;
+  }
+};
+
+// Runs every rank's schedule serially; a send completes only together with its
+// receive (rendezvous), so a schedule that needs buffering to progress deadlocks here.
+std::string simulate(const std::vector<schedule>& plans, std::vector<rank_memory>& mem) {
+  const int p = int(plans.size());
+  std::vector<std::vector<bool>> done(static_cast<std::size_t>(p)), posted(static_cast<std::size_t>(p));
+  for (int r = 0; r < p; ++r) {
+    done[std::size_t(r)].assign(plans[std::size_t(r)].ops.size(), false);
+    posted[std::size_t(r)].assign(plans[std::size_t(r)].ops.size(), false);
+  }
+  auto combine = [](parts& into, const parts& from) {
+    into.twice |= from.twice || (into.ranks & from.ranks) != 0;
+    into.ranks |= from.ranks;
+  };
+  auto ready = [&](int r, std::size_t i) {
+    for (auto d : plans[std::size_t(r)].deps_of(plans[std::size_t(r)].ops[i]))
+      if (!done[std::size_t(r)][d]) return false;
+    return true;
+  };
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int r = 0; r < p; ++r) {
+      auto& m = mem[std::size_t(r)];
+      const auto& ops = plans[std::size_t(r)].ops;
+      for (std::size_t i = 0; i < ops.size(); ++i) {
+        if (done[std::size_t(r)][i] || !ready(r, i)) continue;
+        const auto& op = ops[i];
+        auto at = [&](region reg, std::size_t k) -> parts& { return m.of(reg.buffer)[reg.offset + k]; };
+        switch (op.kind) {
+          case op_kind::copy:
+            for (std::size_t k = 0; k < op.dst.count; ++k) at(op.dst, k) = at(op.src, k);
+            break;
+          case op_kind::reduce:
+            for (std::size_t k = 0; k < op.dst.count; ++k) combine(at(op.dst, k), at(op.src, k));
+            break;
+          case op_kind::finalize: break;
+          case op_kind::send: posted[std::size_t(r)][i] = true; continue;  // completes with its receive
+          case op_kind::recv:
+          case op_kind::recv_reduce: {
+            // Find the peer's posted, unfinished send with this tag.
+            const auto& theirs = plans[std::size_t(op.peer)].ops;
+            std::size_t j = 0;
+            for (; j < theirs.size(); ++j)
+              if (theirs[j].kind == op_kind::send && theirs[j].peer == r && theirs[j].tag == op.tag &&
+                  posted[std::size_t(op.peer)][j] && !done[std::size_t(op.peer)][j])
+                break;
+            if (j == theirs.size()) continue;
+            auto& sender = mem[std::size_t(op.peer)];
+            for (std::size_t k = 0; k < op.dst.count; ++k) {
+              const parts& v = sender.of(theirs[j].src.buffer)[theirs[j].src.offset + k];
+              if (op.kind == op_kind::recv) at(op.dst, k) = v;
+              else combine(at(op.dst, k), v);
+            }
+            done[std::size_t(op.peer)][j] = true;
+            break;
+          }
+        }
+        done[std::size_t(r)][i] = true;
+        progress = true;
+      }
+    }
+  }
+  for (int r = 0; r < p; ++r)
+    for (std::size_t i = 0; i < done[std::size_t(r)].size(); ++i)
+      if (!done[std::size_t(r)][i]) return "deadlock: rank " + std::to_string(r) + " op " + std::to_string(i) + " never finishes";
+  return {};
+}
+
+std::vector<rank_memory> fresh_memory(const std::vector<schedule>& plans, std::size_t input, std::size_t output) {
+  std::vector<rank_memory> mem(plans.size());
+  for (std::size_t r = 0; r < plans.size(); ++r) {
+    mem[r].input.assign(input, parts{std::uint64_t{1} << r, false});
+    mem[r].output.assign(output, parts{});
+    mem[r].scratch.assign(plans[r].scratch_count, parts{});
+    mem[r].staging.assign(plans[r].staging_count, parts{});
+  }
+  return mem;
+}
+
+std::string every_rank_once(std::span<const parts> values, int p) {
+  const std::uint64_t all = p == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << p) - 1;
+  for (std::size_t k = 0; k < values.size(); ++k) {
+    if (values[k].twice) return "element " + std::to_string(k) + " has a rank's part twice";
+    if (values[k].ranks != all) return "element " + std::to_string(k) + " misses a rank's part";
+  }
+  return {};
+}
+
+// The checks every schedule gets, then `outcome` on the simulated memory.
+template <class A, class Kind, class Outcome>
+void check_plans(const grid_point& g, std::size_t input, std::size_t output, aliasing alias, Outcome outcome) {
+  for (std::size_t slice_bytes : {std::size_t{12}, std::size_t{512 * 1024}}) {  // many slices, and one
+    INFO(A::name, " P=", g.size, " N=", g.count, " root=", g.root, " slice bytes=", slice_bytes);
+    const auto plans = plan_all<A, Kind>(g, slice_bytes);
+    CHECK(unmatched_messages(plans) == "");
+    for (int r = 0; r < g.size; ++r) {
+      INFO("rank ", r);
+      CHECK(races(plans[std::size_t(r)], {}) == "");
+      aliasing here = alias;
+      here.shift *= r;
+      if (alias.in_place) CHECK(races(plans[std::size_t(r)], here) == "");
+    }
+    auto mem = fresh_memory(plans, input, output);
+    const auto stuck = simulate(plans, mem);
+    CHECK(stuck == "");
+    if (stuck.empty()) outcome(mem);
+  }
+}
+
+const std::vector<int> sizes{1, 2, 3, 4, 5, 6, 7, 8, 9};
+std::vector<std::size_t> counts_for(int p) { return {0, 1, 7, std::size_t(p - 1), std::size_t(p), 100}; }
+
+}  // namespace
+
+TEST_CASE("all_reduce schedules: every rank gets every part exactly once") {
+  auto each = [&]<class A>() {
+    for (int p : sizes)
+      for (auto n : counts_for(p)) {
+        grid_point g{p, n};
+        check_plans<A, coll::kind::all_reduce>(g, n, n, {true, 0}, [&](auto& mem) {
+          for (int r = 0; r < p; ++r) CHECK(every_rank_once(mem[std::size_t(r)].output, p) == "");
+        });
+      }
+  };
+  each.template operator()<coll::ring>();
+  each.template operator()<coll::double_binary_tree>();
+  each.template operator()<coll::direct>();
+}
+
+TEST_CASE("reduce schedules: the root gets every part exactly once, for every root") {
+  auto each = [&]<class A>() {
+    for (int p : sizes)
+      for (auto n : counts_for(p))
+        for (int root = 0; root < p; ++root)
+          check_plans<A, coll::kind::reduce>({p, n, root}, n, n, {true, 0}, [&](auto& mem) {
+            CHECK(every_rank_once(mem[std::size_t(root)].output, p) == "");
+          });
+  };
+  each.template operator()<coll::ring>();
+  each.template operator()<coll::double_binary_tree>();
+  each.template operator()<coll::direct>();
+}
+
+TEST_CASE("reduce_scatter schedules: rank r gets every part of chunk r exactly once") {
+  auto each = [&]<class A>() {
+    for (int p : sizes)
+      for (auto n : counts_for(p)) {
+        const std::size_t total = n * std::size_t(p);
+        check_plans<A, coll::kind::reduce_scatter>({p, n}, total, n, {true, -std::ptrdiff_t(n)}, [&](auto& mem) {
+          for (int r = 0; r < p; ++r) CHECK(every_rank_once(mem[std::size_t(r)].output, p) == "");
+        });
+        std::vector<std::size_t> counts(static_cast<std::size_t>(p));
+        for (int r = 0; r < p; ++r) counts[std::size_t(r)] = r % 3 == 1 ? 0 : n + std::size_t(r);
+        const auto displ = coll::plan::displacements(counts);
+        grid_point g{p, 0, 0, counts};
+        for (std::size_t slice_bytes : {std::size_t{12}, std::size_t{512 * 1024}}) {
+          INFO(A::name, " reduce_scatterv P=", p, " N=", n, " slice bytes=", slice_bytes);
+          const auto plans = plan_all<A, coll::kind::reduce_scatterv>(g, slice_bytes);
+          CHECK(unmatched_messages(plans) == "");
+          for (const auto& plan : plans) CHECK(races(plan, {}) == "");  // in-place v-forms: collective tests
+          auto mem = fresh_memory(plans, displ.back(), 0);
+          for (int q = 0; q < p; ++q) mem[std::size_t(q)].output.assign(counts[std::size_t(q)], parts{});
+          REQUIRE(simulate(plans, mem) == "");
+          for (int r = 0; r < p; ++r) CHECK(every_rank_once(mem[std::size_t(r)].output, p) == "");
+        }
+      }
+  };
+  each.template operator()<coll::ring>();
+  each.template operator()<coll::direct>();
+}
+
+// Provenance check for collectives that only move data: element k of the output
+// must hold exactly the part of rank `origin(r, k)`.
+template <class Origin>
+std::string moved_from(const std::vector<parts>& out, Origin origin) {
+  for (std::size_t k = 0; k < out.size(); ++k) {
+    const int from = origin(k);
+    if (from < 0) continue;
+    if (out[k].ranks != std::uint64_t{1} << from || out[k].twice)
+      return "element " + std::to_string(k) + " did not come from rank " + std::to_string(from);
+  }
+  return {};
+}
+
+TEST_CASE("data-moving schedules put every element where it belongs") {
+  auto each = [&]<class A>() {
+    for (int p : sizes)
+      for (auto n : counts_for(p)) {
+        const std::size_t total = n * std::size_t(p);
+        auto chunk_owner = [n](std::size_t k) { return int(k / n); };
+        if constexpr (coll::implements<A, coll::kind::broadcast>)
+          for (int root = 0; root < p; ++root)
+            check_plans<A, coll::kind::broadcast>({p, n, root}, n, n, {true, 0}, [&](auto& mem) {
+              for (int r = 0; r < p; ++r) CHECK(moved_from(mem[std::size_t(r)].output, [&](std::size_t) { return root; }) == "");
+            });
+        if constexpr (coll::implements<A, coll::kind::all_gather>)
+          check_plans<A, coll::kind::all_gather>({p, n}, n, total, {true, std::ptrdiff_t(n)}, [&](auto& mem) {
+            for (int r = 0; r < p; ++r) CHECK(moved_from(mem[std::size_t(r)].output, chunk_owner) == "");
+          });
+        if constexpr (coll::implements<A, coll::kind::gather>)
+          for (int root = 0; root < p; ++root)
+            check_plans<A, coll::kind::gather>({p, n, root}, n, total, {true, std::ptrdiff_t(n)}, [&](auto& mem) {
+              CHECK(moved_from(mem[std::size_t(root)].output, chunk_owner) == "");
+            });
+        if constexpr (coll::implements<A, coll::kind::scatter>)
+          for (int root = 0; root < p; ++root)
+            check_plans<A, coll::kind::scatter>({p, n, root}, total, n, {true, -std::ptrdiff_t(n)}, [&](auto& mem) {
+              for (int r = 0; r < p; ++r) CHECK(moved_from(mem[std::size_t(r)].output, [&](std::size_t) { return root; }) == "");
+            });
+        if constexpr (coll::implements<A, coll::kind::all_to_all>)
+          check_plans<A, coll::kind::all_to_all>({p, n}, total, total, {}, [&](auto& mem) {
+            for (int r = 0; r < p; ++r) CHECK(moved_from(mem[std::size_t(r)].output, chunk_owner) == "");
+          });
+        if constexpr (coll::implements<A, coll::kind::all_to_allv>) {
+          grid_point g{p};
+          for (int i = 0; i < p; ++i) {
+            g.sends_of.emplace_back();
+            g.receives_of.emplace_back();
+            for (int j = 0; j < p; ++j) {
+              g.sends_of.back().push_back(std::size_t(i + 2 * j) % 4 * n / 2);
+              g.receives_of.back().push_back(std::size_t(j + 2 * i) % 4 * n / 2);
+            }
+          }
+          const auto plans = plan_all<A, coll::kind::all_to_allv>(g, 12);
+          CHECK(unmatched_messages(plans) == "");
+          auto mem = fresh_memory(plans, 0, 0);
+          for (int r = 0; r < p; ++r) {
+            mem[std::size_t(r)].input.assign(coll::plan::displacements(g.sends_of[std::size_t(r)]).back(),
+                                              parts{std::uint64_t{1} << r, false});
+            mem[std::size_t(r)].output.assign(coll::plan::displacements(g.receives_of[std::size_t(r)]).back(), parts{});
+          }
+          REQUIRE(simulate(plans, mem) == "");
+          for (int r = 0; r < p; ++r) {
+            const auto displ = coll::plan::displacements(g.receives_of[std::size_t(r)]);
+            CHECK(moved_from(mem[std::size_t(r)].output, [&](std::size_t k) {
+                    return int(std::upper_bound(displ.begin(), displ.end(), k) - displ.begin()) - 1;
+                  }) == "");
+          }
+        }
+      }
+  };
+  each.template operator()<coll::ring>();
+  each.template operator()<coll::double_binary_tree>();
+  each.template operator()<coll::direct>();
+}
+
+TEST_CASE("barrier schedule: ceil(log2 P) rounds, and no rank finishes before hearing from all") {
+  for (int p : sizes) {
+    std::vector<schedule> plans;
+    for (int r = 0; r < p; ++r) plans.push_back(coll::direct::plan(coll::kind::barrier{}, {.rank = r, .size = p}));
+    CHECK(unmatched_messages(plans) == "");
+    int rounds = 0;
+    while ((1 << rounds) < p) ++rounds;
+    for (const auto& s : plans) CHECK(std::count_if(s.ops.begin(), s.ops.end(), [](auto& o) { return o.kind == op_kind::send; }) == rounds);
+    // Knowledge spreads along messages: after the schedule every rank knows of all.
+    std::vector<std::uint64_t> knows(static_cast<std::size_t>(p));
+    for (int r = 0; r < p; ++r) knows[std::size_t(r)] = std::uint64_t{1} << r;
+    for (int k = 0; k < rounds; ++k) {
+      auto next = knows;
+      for (int r = 0; r < p; ++r) next[std::size_t((r + (1 << k)) % p)] |= knows[std::size_t(r)];
+      knows = next;
+    }
+    for (int r = 0; r < p; ++r) CHECK(knows[std::size_t(r)] == (std::uint64_t{1} << p) - 1);
+  }
+}
+
+TEST_CASE("ring all_reduce takes 2(P-1) steps") {
+  for (int p : sizes) {
+    INFO("P=", p);
+    // One slice per chunk: one send and one receive per step.
+    const auto s = coll::ring::plan(coll::kind::all_reduce{}, {.rank = 0, .size = p, .count = 1000, .element_size = 4});
+    const auto sends = std::count_if(s.ops.begin(), s.ops.end(), [](auto& o) { return o.kind == op_kind::send; });
+    const auto recvs = std::count_if(s.ops.begin(), s.ops.end(),
+                                     [](auto& o) { return o.kind == op_kind::recv || o.kind == op_kind::recv_reduce; });
+    CHECK(sends == coll::ring::all_reduce_steps(p));
+    CHECK(recvs == 2 * (p - 1));
+    CHECK(coll::ring::all_reduce_steps(p) == 2 * (p - 1));
+  }
+}
+
+TEST_CASE("double binary tree: depth ceil(log2(P+1)), in-order, each rank a leaf in exactly one tree") {
+  for (int p = 1; p <= 64; ++p) {
+    INFO("P=", p);
+    int expected_depth = 0;
+    while ((1 << expected_depth) < p + 1) ++expected_depth;
+    CHECK(coll::double_binary_tree::depth(p) == expected_depth);
+    std::vector<int> leaf_count(std::size_t(p), 0);
+    for (int t = 0; t < 2; ++t) {
+      const auto links = coll::double_binary_tree::links(p, t);
+      const int root = coll::double_binary_tree::root_of(p, t);
+      CHECK(links[std::size_t(root)].parent == -1);
+      int deepest = 0;
+      for (int r = 0; r < p; ++r) {
+        const auto& me = links[std::size_t(r)];
+        if (me.left < 0 && me.right < 0) ++leaf_count[std::size_t(r)];
+        // In-order: the left child is lower, the right child higher, parents agree.
+        if (me.left >= 0) CHECK((me.left < r && links[std::size_t(me.left)].parent == r));
+        if (me.right >= 0) CHECK((me.right > r && links[std::size_t(me.right)].parent == r));
+        if (r != root) CHECK(me.parent >= 0);
+        int level = 1;
+        for (int up = me.parent; up >= 0; up = links[std::size_t(up)].parent) ++level;
+        deepest = std::max(deepest, level);
+      }
+      if (t == 0) CHECK(deepest == expected_depth);
+      else CHECK(deepest <= expected_depth + 1);
+    }
+    if (p > 1)
+      for (int r = 0; r < p; ++r) CHECK(leaf_count[std::size_t(r)] == 1);
+  }
+}
+
+TEST_CASE("automatic: direct for tiny messages, ring for large commutative ones, never ring otherwise") {
+  for (int p : {2, 3, 4, 8, 16}) {
+    INFO("P=", p);
+    coll::plan_request tiny{.size = p, .count = 2, .element_size = 4};
+    coll::plan_request large{.size = p, .count = std::size_t{16} << 20, .element_size = 4};
+    // With two ranks every algorithm takes the same two steps; from three on, direct's
+    // single round wins for tiny messages.
+    if (p > 2) CHECK(coll::automatic::choose(coll::kind::all_reduce{}, tiny) == coll::algorithm_choice::direct);
+    CHECK(coll::automatic::choose(coll::kind::all_reduce{}, large) == coll::algorithm_choice::ring);
+    large.commutative = false;
+    CHECK(coll::automatic::choose(coll::kind::all_reduce{}, large) != coll::algorithm_choice::ring);
+    for (std::size_t n = 1; n < (std::size_t{1} << 28); n *= 3) {
+      coll::plan_request any{.size = p, .count = n, .element_size = 4, .commutative = false};
+      CHECK(coll::automatic::choose(coll::kind::all_reduce{}, any) != coll::algorithm_choice::ring);
+      CHECK(coll::automatic::choose(coll::kind::reduce{}, any) != coll::algorithm_choice::ring);
+    }
+  }
+}
