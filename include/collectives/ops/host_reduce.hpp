@@ -18,19 +18,19 @@ namespace detail {
 template <class T, class Op>
 inline void combine_received_last(T* __restrict dst, const T* __restrict src, std::size_t n, Op& op) {
   constexpr std::size_t block = sizeof(T) <= 8 ? 64 / sizeof(T) : 1;
-  std::size_t i = 0;
-  for (; i + block <= n; i += block)
+  const std::size_t whole = n - n % block;
+  for (std::size_t i = 0; i < whole; i += block)
     for (std::size_t j = 0; j < block; ++j) dst[i + j] = op(dst[i + j], src[i + j]);
-  for (; i < n; ++i) dst[i] = op(dst[i], src[i]);
+  for (std::size_t i = whole; i < n; ++i) dst[i] = op(dst[i], src[i]);
 }
 
 template <class T, class Op>
 inline void combine_received_first(T* __restrict dst, const T* __restrict src, std::size_t n, Op& op) {
   constexpr std::size_t block = sizeof(T) <= 8 ? 64 / sizeof(T) : 1;
-  std::size_t i = 0;
-  for (; i + block <= n; i += block)
+  const std::size_t whole = n - n % block;
+  for (std::size_t i = 0; i < whole; i += block)
     for (std::size_t j = 0; j < block; ++j) dst[i + j] = op(src[i + j], dst[i + j]);
-  for (; i < n; ++i) dst[i] = op(src[i], dst[i]);
+  for (std::size_t i = whole; i < n; ++i) dst[i] = op(src[i], dst[i]);
 }
 
 }  // namespace detail
