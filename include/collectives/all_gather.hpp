@@ -30,9 +30,8 @@ void all_gather(communicator<Tr>& comm, const In& input, Out&& output) {
 // In-place: `data` has P*N elements and this rank's part is already at rank*N.
 template <algorithm Algorithm = automatic, transport Tr, writable_buffer Data>
 void all_gather(communicator<Tr>& comm, Data&& data) {
-  const std::size_t n = detail::slot_of("all_gather", std::ranges::size(data), comm.size());
-  const std::span all{data};
-  all_gather<Algorithm>(comm, all.subspan(static_cast<std::size_t>(comm.rank()) * n, n), all);
+  const auto part = detail::even_parts("all_gather", std::span{data}, comm.rank(), comm.size());
+  all_gather<Algorithm>(comm, part.own, part.all);
 }
 
 // Out-of-place, uneven: rank i gives counts[i] elements; `output` holds them back
@@ -57,13 +56,8 @@ void all_gatherv(communicator<Tr>& comm, const In& input, Out&& output, std::spa
 // In-place, uneven: `data` holds all parts back to back, this rank's already in place.
 template <algorithm Algorithm = automatic, transport Tr, writable_buffer Data>
 void all_gatherv(communicator<Tr>& comm, Data&& data, std::span<const std::size_t> counts) {
-  detail::check_counts("all_gatherv", counts, comm.size());
-  detail::checked_total("all_gatherv", counts);
-  const auto displ = plan::displacements(counts);
-  const auto r = static_cast<std::size_t>(comm.rank());
-  const std::span all{data};
-  detail::check_size("all_gatherv", "data", all.size(), displ.back());
-  all_gatherv<Algorithm>(comm, all.subspan(displ[r], counts[r]), all, counts);
+  const auto part = detail::uneven_parts("all_gatherv", std::span{data}, counts, comm.rank(), comm.size());
+  all_gatherv<Algorithm>(comm, part.own, part.all, counts);
 }
 
 }  // namespace collectives

@@ -30,9 +30,8 @@ void gather(communicator<Tr>& comm, const In& input, Out&& output, int root) {
 // In-place: `data` has P*N elements on every rank and rank i's part is at i*N.
 template <algorithm Algorithm = automatic, transport Tr, writable_buffer Data>
 void gather(communicator<Tr>& comm, Data&& data, int root) {
-  const std::size_t n = detail::slot_of("gather", std::ranges::size(data), comm.size());
-  const std::span all{data};
-  gather<Algorithm>(comm, all.subspan(static_cast<std::size_t>(comm.rank()) * n, n), all, root);
+  const auto part = detail::even_parts("gather", std::span{data}, comm.rank(), comm.size());
+  gather<Algorithm>(comm, part.own, part.all, root);
 }
 
 // Out-of-place, uneven: rank i gives counts[i] elements; the root's `output` holds
@@ -57,13 +56,8 @@ void gatherv(communicator<Tr>& comm, const In& input, Out&& output, std::span<co
 // In-place, uneven: `data` holds all parts back to back on every rank.
 template <algorithm Algorithm = automatic, transport Tr, writable_buffer Data>
 void gatherv(communicator<Tr>& comm, Data&& data, std::span<const std::size_t> counts, int root) {
-  detail::check_counts("gatherv", counts, comm.size());
-  detail::checked_total("gatherv", counts);
-  const auto displ = plan::displacements(counts);
-  const auto r = static_cast<std::size_t>(comm.rank());
-  const std::span all{data};
-  detail::check_size("gatherv", "data", all.size(), displ.back());
-  gatherv<Algorithm>(comm, all.subspan(displ[r], counts[r]), all, counts, root);
+  const auto part = detail::uneven_parts("gatherv", std::span{data}, counts, comm.rank(), comm.size());
+  gatherv<Algorithm>(comm, part.own, part.all, counts, root);
 }
 
 }  // namespace collectives

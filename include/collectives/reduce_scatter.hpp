@@ -32,9 +32,8 @@ void reduce_scatter(communicator<Tr>& comm, const In& input, Out&& output, Op op
 // of `data` is left as it was).
 template <algorithm Algorithm = automatic, transport Tr, writable_buffer Data, class Op>
 void reduce_scatter(communicator<Tr>& comm, Data&& data, Op op) {
-  const std::size_t n = detail::slot_of("reduce_scatter", std::ranges::size(data), comm.size());
-  const std::span all{data};
-  reduce_scatter<Algorithm>(comm, all, all.subspan(static_cast<std::size_t>(comm.rank()) * n, n), op);
+  const auto part = detail::even_parts("reduce_scatter", std::span{data}, comm.rank(), comm.size());
+  reduce_scatter<Algorithm>(comm, part.all, part.own, op);
 }
 
 // Out-of-place, uneven: `input` holds parts of counts[0], counts[1], ... elements
@@ -59,13 +58,8 @@ void reduce_scatterv(communicator<Tr>& comm, const In& input, Out&& output, std:
 // In-place, uneven: this rank's result lands on its own part of `data`.
 template <algorithm Algorithm = automatic, transport Tr, writable_buffer Data, class Op>
 void reduce_scatterv(communicator<Tr>& comm, Data&& data, std::span<const std::size_t> counts, Op op) {
-  detail::check_counts("reduce_scatterv", counts, comm.size());
-  detail::checked_total("reduce_scatterv", counts);
-  const auto displ = plan::displacements(counts);
-  const auto r = static_cast<std::size_t>(comm.rank());
-  const std::span all{data};
-  detail::check_size("reduce_scatterv", "data", all.size(), displ.back());
-  reduce_scatterv<Algorithm>(comm, all, all.subspan(displ[r], counts[r]), counts, op);
+  const auto part = detail::uneven_parts("reduce_scatterv", std::span{data}, counts, comm.rank(), comm.size());
+  reduce_scatterv<Algorithm>(comm, part.all, part.own, counts, op);
 }
 
 }  // namespace collectives

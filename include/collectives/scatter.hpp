@@ -30,9 +30,8 @@ void scatter(communicator<Tr>& comm, const In& input, Out&& output, int root) {
 // In-place: `data` has P*N elements on every rank; rank i's part lands at i*N.
 template <algorithm Algorithm = automatic, transport Tr, writable_buffer Data>
 void scatter(communicator<Tr>& comm, Data&& data, int root) {
-  const std::size_t n = detail::slot_of("scatter", std::ranges::size(data), comm.size());
-  const std::span all{data};
-  scatter<Algorithm>(comm, all, all.subspan(static_cast<std::size_t>(comm.rank()) * n, n), root);
+  const auto part = detail::even_parts("scatter", std::span{data}, comm.rank(), comm.size());
+  scatter<Algorithm>(comm, part.all, part.own, root);
 }
 
 // Out-of-place, uneven: rank i receives counts[i] elements, taken back to back from
@@ -57,13 +56,8 @@ void scatterv(communicator<Tr>& comm, const In& input, Out&& output, std::span<c
 // In-place, uneven: `data` holds all parts back to back; rank i's lands in place.
 template <algorithm Algorithm = automatic, transport Tr, writable_buffer Data>
 void scatterv(communicator<Tr>& comm, Data&& data, std::span<const std::size_t> counts, int root) {
-  detail::check_counts("scatterv", counts, comm.size());
-  detail::checked_total("scatterv", counts);
-  const auto displ = plan::displacements(counts);
-  const auto r = static_cast<std::size_t>(comm.rank());
-  const std::span all{data};
-  detail::check_size("scatterv", "data", all.size(), displ.back());
-  scatterv<Algorithm>(comm, all, all.subspan(displ[r], counts[r]), counts, root);
+  const auto part = detail::uneven_parts("scatterv", std::span{data}, counts, comm.rank(), comm.size());
+  scatterv<Algorithm>(comm, part.all, part.own, counts, root);
 }
 
 }  // namespace collectives

@@ -22,6 +22,17 @@ std::vector<T> items(int rank, std::size_t first, std::size_t count) {
   return v;
 }
 
+// Rank q's part (counts[q] elements) for every rank, back to back.
+template <class T>
+std::vector<T> every_part(const std::vector<std::size_t>& counts) {
+  std::vector<T> all;
+  for (std::size_t q = 0; q < counts.size(); ++q) {
+    const auto part = items<T>(int(q), 0, counts[q]);
+    all.insert(all.end(), part.begin(), part.end());
+  }
+  return all;
+}
+
 template <class T>
 T filler() {
   return item<T>(1000, 0);
@@ -69,11 +80,7 @@ TEST_CASE("gather and gatherv: the root ends with every rank's part in rank orde
       INFO(std::string(uneven ? "gatherv" : "gather"));
       const auto counts = uneven ? uneven_counts(p, n) : std::vector<std::size_t>(std::size_t(p), n);
       const auto displ = coll::plan::displacements(counts);
-      std::vector<T> want;
-      for (int q = 0; q < p; ++q) {
-        const auto part = items<T>(q, 0, counts[std::size_t(q)]);
-        want.insert(want.end(), part.begin(), part.end());
-      }
+      const auto want = every_part<T>(counts);
       on_ranks(p, [&](comm& c) {
         const auto r = std::size_t(c.rank());
         const auto mine = items<T>(c.rank(), 0, counts[r]);
@@ -131,11 +138,7 @@ TEST_CASE("all_gather and all_gatherv: every rank ends with every part in rank o
       INFO(std::string(uneven ? "all_gatherv" : "all_gather"));
       const auto counts = uneven ? uneven_counts(p, n) : std::vector<std::size_t>(std::size_t(p), n);
       const auto displ = coll::plan::displacements(counts);
-      std::vector<T> want;
-      for (int q = 0; q < p; ++q) {
-        const auto part = items<T>(q, 0, counts[std::size_t(q)]);
-        want.insert(want.end(), part.begin(), part.end());
-      }
+      const auto want = every_part<T>(counts);
       on_ranks(p, [&](comm& c) {
         const auto r = std::size_t(c.rank());
         const auto mine = items<T>(c.rank(), 0, counts[r]);

@@ -93,6 +93,29 @@ inline std::size_t slot_of(const char* call, std::size_t total, int size) {
   return total / static_cast<std::size_t>(size);
 }
 
+// An in-place buffer of an even collective: all P*N elements, and this rank's slot.
+template <class T>
+struct in_place_parts {
+  std::span<T> all, own;
+};
+
+template <class T>
+in_place_parts<T> even_parts(const char* call, std::span<T> all, int rank, int size) {
+  const std::size_t n = slot_of(call, all.size(), size);
+  return {all, all.subspan(static_cast<std::size_t>(rank) * n, n)};
+}
+
+// The same for a v-form, whose parts of counts[i] elements lie back to back.
+template <class T>
+in_place_parts<T> uneven_parts(const char* call, std::span<T> all, std::span<const std::size_t> counts, int rank,
+                               int size) {
+  check_counts(call, counts, size);
+  check_size(call, "data", all.size(), checked_total(call, counts));
+  const auto r = static_cast<std::size_t>(rank);
+  const auto displ = plan::displacements(counts.first(r));
+  return {all, all.subspan(displ.back(), counts[r])};
+}
+
 // The compile-time checks of a reducing call: a valid op, and one the algorithm can
 // apply in the order it reduces.
 template <class Algorithm, class Op, class T>
