@@ -33,6 +33,7 @@ void all_to_all(communicator<Tr>& comm, const In& input, Out&& output) {
 template <algorithm Algorithm = automatic, transport Tr, writable_buffer Data>
 void all_to_all(communicator<Tr>& comm, Data&& data) {
   const std::span all{data};
+  detail::slot_of("all_to_all", all.size(), comm.size());  // reject a bad size before copying
   const std::vector<element_of<Data>> input(all.begin(), all.end());
   all_to_all<Algorithm>(comm, input, all);
 }

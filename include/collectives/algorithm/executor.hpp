@@ -203,6 +203,7 @@ class executor {
     for (std::size_t i = 0; i < active_.size() && i < 4; ++i)
       m += (i ? ", " : "") + detail::describe(plan_.ops[active_[i].id]);
     if (active_.size() > 4) m += " and " + std::to_string(active_.size() - 4) + " more";
+    if (active_.empty()) m += "finish, with nothing posted (a schedule whose dependencies never resolve)";
     return m;
   }
 

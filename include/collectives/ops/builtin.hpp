@@ -13,6 +13,8 @@ concept addable = requires(const T& a, const T& b) { static_cast<T>(a + b); };
 template <class T>
 concept multipliable = requires(const T& a, const T& b) { static_cast<T>(a * b); };
 template <class T>
+concept divisible_by_count = addable<T> && requires(const T& a, int n) { static_cast<T>(a / static_cast<T>(n)); };
+template <class T>
 concept ordered = requires(const T& a, const T& b) { { a < b } -> std::convertible_to<bool>; };
 }  // namespace detail
 
@@ -46,9 +48,9 @@ struct max {
 // rank that owns the finished value (integers divide with truncation toward zero).
 struct avg {
   static constexpr bool commutative = true;
-  template <detail::addable T>
+  template <detail::divisible_by_count T>
   COLLECTIVES_HOST_DEVICE constexpr T operator()(const T& a, const T& b) const { return static_cast<T>(a + b); }
-  template <class T>
+  template <detail::divisible_by_count T>
   COLLECTIVES_HOST_DEVICE constexpr T finalize(const T& total, int nranks) const {
     return static_cast<T>(total / static_cast<T>(nranks));
   }
