@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <numeric>
 #include <stdexcept>
 #include <string>
@@ -66,17 +67,16 @@ std::string check_still_works(comm& c) {
 
 // Runs `bad(c, buffer)` on every rank of P. Every rank must throw the code that
 // `expected(rank)` names before moving any byte: `buffer` (which `bad` fills with
-// pattern() before the call) is untouched, and a valid all_reduce afterwards gives
-// the right answer on every rank, which it could not if any rank had taken a call
-// number or left a message behind.
+// pattern() just before the call) is untouched, and the communicator still works: a
+// valid all_reduce afterwards gives the right answer on every rank.
 template <class Expected, class Bad>
 void rejected_by_all(int p, Expected expected, Bad bad) {
-  std::vector<std::string> problems(std::size_t(p));
+  std::vector<std::string> problems(static_cast<std::size_t>(p));
   coll::run_ranks(p, [&](comm& c) {
     std::string& problem = problems[std::size_t(c.rank())];
     std::vector<int> buffer;
     const auto code = code_of([&] { bad(c, buffer); });
-    if (code != expected(c.rank())) problem = "threw " + code.message() + " (" + std::to_string(code.value()) + ")";
+    if (code != expected(c.rank())) problem = code ? "threw " + code.message() : "threw nothing";
     else if (buffer != pattern(buffer.size())) problem = "the buffer was written";
     else problem = check_still_works(c);
   }, generous);
@@ -98,7 +98,7 @@ void rejected_by_all(int p, coll::errc code, Bad bad) {
 template <class Bad>
 void rejected_by_root(int p, coll::errc code, Bad bad) {
   const int root = p - 1;
-  std::vector<std::error_code> codes(std::size_t(p));
+  std::vector<std::error_code> codes(static_cast<std::size_t>(p));
   bool untouched = false;
   const auto start = coll::clock::now();
   const auto thrown = code_of([&] {
@@ -165,17 +165,20 @@ TEST_CASE("invalid_root: broadcast, reduce, gather(v) and scatter(v) reject a ro
 }
 
 TEST_CASE("invalid_peer: send and recv reject the caller itself and ranks outside [0, P)") {
+  using peer_of = int (*)(const comm&);
+  const peer_of peers[] = {[](const comm&) { return -1; }, [](const comm& c) { return c.rank(); },
+                           [](const comm& c) { return c.size(); }};
   for (int p : rank_counts)
-    rejected_by_all(p, coll::errc::invalid_peer, [&](comm& c, std::vector<int>& out) {
-      out = pattern(3);
-      for (int peer : {-1, c.rank(), p}) {
-        // Each of these must throw; the first that does not is reported as "threw
-        // nothing" by the enclosing check.
-        if (code_of([&] { coll::send(c, pattern(3), peer); }) != coll::errc::invalid_peer) return;
-        if (code_of([&] { coll::recv(c, out, peer); }) != coll::errc::invalid_peer) return;
-      }
-      throw coll::error(coll::errc::invalid_peer, "all six calls were rejected");
-    });
+    for (peer_of peer : peers) {
+      rejected_by_all(p, coll::errc::invalid_peer, [&](comm& c, std::vector<int>& out) {
+        out = pattern(3);
+        coll::recv(c, out, peer(c));
+      });
+      rejected_by_all(p, coll::errc::invalid_peer, [&](comm& c, std::vector<int>& out) {
+        out = pattern(3);
+        coll::send(c, out, peer(c));
+      });
+    }
 }
 
 TEST_CASE("invalid_group: a group needs at least one rank; invalid_peer: a transport's rank must be in it") {
@@ -191,103 +194,122 @@ TEST_CASE("invalid_group: a group needs at least one rank; invalid_peer: a trans
   CHECK(code_of([&] { (void)group.transport(-1); }) == coll::errc::invalid_peer);
 }
 
-TEST_CASE("buffer_size_mismatch: buffers of the wrong size, on every rank alike") {
+namespace {
+
+// The sizes the checks below are made with: N = 3 elements per rank.
+struct sizes {
+  explicit sizes(int p) : P(std::size_t(p)), all(n * P), counts(P, n), too_many(P + 1, n), too_few(P - 1, n) {}
+  const std::size_t n = 3, P, all;
+  const counts_t counts, too_many, too_few;
+};
+
+}  // namespace
+
+TEST_CASE("buffer_size_mismatch: all_reduce's output differs from its input") {
+  for (int p : rank_counts)
+    for (std::size_t out_size : {2, 4})
+      rejected_by_all(p, coll::errc::buffer_size_mismatch, [&](comm& c, std::vector<int>& out) {
+        out = pattern(out_size);
+        coll::all_reduce(c, std::vector<int>(3, 1), out, coll::sum{});
+      });
+}
+
+TEST_CASE("buffer_size_mismatch: all_gather's output or reduce_scatter's input is not P*N") {
   for (int p : rank_counts) {
-    const std::size_t n = 3, all = n * std::size_t(p), P = std::size_t(p);
-    const counts_t counts(P, n), too_many(P + 1, n), too_few(P - 1, n);
-    SUBCASE("all_reduce: output size differs from the input's") {
-      for (std::size_t out_size : {n - 1, n + 1})
-        rejected_by_all(p, coll::errc::buffer_size_mismatch, [&](comm& c, std::vector<int>& out) {
-          out = pattern(out_size);
-          coll::all_reduce(c, std::vector<int>(n, 1), out, coll::sum{});
-        });
-    }
-    SUBCASE("all_gather: output is not P*N; reduce_scatter: input is not P*N; all_to_all: output differs") {
+    const sizes s(p);
+    rejected_by_all(p, coll::errc::buffer_size_mismatch, [&](comm& c, std::vector<int>& out) {
+      out = pattern(s.all + 1);
+      coll::all_gather(c, std::vector<int>(s.n), out);
+    });
+    rejected_by_all(p, coll::errc::buffer_size_mismatch, [&](comm& c, std::vector<int>& out) {
+      out = pattern(s.n);
+      coll::reduce_scatter(c, std::vector<int>(s.all + 1), out, coll::sum{});
+    });
+    rejected_by_all(p, coll::errc::buffer_size_mismatch, [&](comm& c, std::vector<int>& out) {
+      out = pattern(s.all + 1);
+      coll::all_to_all(c, std::vector<int>(s.all), out);
+    });
+    rejected_by_all(p, coll::errc::buffer_size_mismatch, [&](comm& c, std::vector<int>& out) {
+      out = pattern(s.all);
+      coll::all_gatherv(c, std::vector<int>(s.n + 1), out, s.counts);  // input is not counts[rank]
+    });
+  }
+}
+
+TEST_CASE("buffer_size_mismatch: a v-form's counts does not have one entry per rank") {
+  for (int p : rank_counts) {
+    const sizes s(p);
+    for (const counts_t* wrong : {&s.too_many, &s.too_few}) {
+      INFO("P = ", p, ", counts of size ", wrong->size());
       rejected_by_all(p, coll::errc::buffer_size_mismatch, [&](comm& c, std::vector<int>& out) {
-        out = pattern(all + 1);
-        coll::all_gather(c, std::vector<int>(n), out);
+        out = pattern(s.all);
+        coll::all_gatherv(c, std::vector<int>(s.n), out, *wrong);
       });
       rejected_by_all(p, coll::errc::buffer_size_mismatch, [&](comm& c, std::vector<int>& out) {
-        out = pattern(n);
-        coll::reduce_scatter(c, std::vector<int>(all + 1), out, coll::sum{});
+        out = pattern(s.all);
+        coll::all_gatherv(c, out, *wrong);  // in place
       });
       rejected_by_all(p, coll::errc::buffer_size_mismatch, [&](comm& c, std::vector<int>& out) {
-        out = pattern(all + 1);
-        coll::all_to_all(c, std::vector<int>(all), out);
-      });
-    }
-    SUBCASE("v-forms: counts does not have one entry per rank") {
-      for (const counts_t* wrong : {&too_many, &too_few}) {
-        if (wrong->size() == P) continue;
-        INFO("counts of size ", wrong->size());
-        rejected_by_all(p, coll::errc::buffer_size_mismatch, [&](comm& c, std::vector<int>& out) {
-          out = pattern(all);
-          coll::all_gatherv(c, std::vector<int>(n), out, *wrong);
-        });
-        rejected_by_all(p, coll::errc::buffer_size_mismatch, [&](comm& c, std::vector<int>& out) {
-          out = pattern(all);
-          coll::all_gatherv(c, out, *wrong);  // in place
-        });
-        rejected_by_all(p, coll::errc::buffer_size_mismatch, [&](comm& c, std::vector<int>& out) {
-          out = pattern(n);
-          coll::reduce_scatterv(c, std::vector<int>(all), out, *wrong, coll::sum{});
-        });
-        rejected_by_all(p, coll::errc::buffer_size_mismatch, [&](comm& c, std::vector<int>& out) {
-          out = pattern(all);
-          coll::gatherv(c, std::vector<int>(n), out, *wrong, 0);
-        });
-        rejected_by_all(p, coll::errc::buffer_size_mismatch, [&](comm& c, std::vector<int>& out) {
-          out = pattern(n);
-          coll::scatterv(c, std::vector<int>(all), out, *wrong, 0);
-        });
-        rejected_by_all(p, coll::errc::buffer_size_mismatch, [&](comm& c, std::vector<int>& out) {
-          out = pattern(all);
-          coll::all_to_allv(c, std::vector<int>(all), *wrong, out, counts);
-        });
-        rejected_by_all(p, coll::errc::buffer_size_mismatch, [&](comm& c, std::vector<int>& out) {
-          out = pattern(all);
-          coll::all_to_allv(c, std::vector<int>(all), counts, out, *wrong);
-        });
-      }
-    }
-    SUBCASE("in-place forms: a buffer that does not split into P equal parts") {
-      if (p == 1) continue;  // every size splits into one part
-      rejected_by_all(p, coll::errc::buffer_size_mismatch, [&](comm& c, std::vector<int>& out) {
-        out = pattern(all + 1);
-        coll::all_gather(c, out);
+        out = pattern(s.n);
+        coll::reduce_scatterv(c, std::vector<int>(s.all), out, *wrong, coll::sum{});
       });
       rejected_by_all(p, coll::errc::buffer_size_mismatch, [&](comm& c, std::vector<int>& out) {
-        out = pattern(all + 1);
-        coll::reduce_scatter(c, out, coll::sum{});
+        out = pattern(s.all);
+        coll::gatherv(c, std::vector<int>(s.n), out, *wrong, 0);
       });
       rejected_by_all(p, coll::errc::buffer_size_mismatch, [&](comm& c, std::vector<int>& out) {
-        out = pattern(all + 1);
-        coll::all_to_all(c, out);
+        out = pattern(s.n);
+        coll::scatterv(c, std::vector<int>(s.all), out, *wrong, 0);
       });
       rejected_by_all(p, coll::errc::buffer_size_mismatch, [&](comm& c, std::vector<int>& out) {
-        out = pattern(all + 1);
-        coll::gather(c, out, 0);
+        out = pattern(s.all);
+        coll::all_to_allv(c, std::vector<int>(s.all), *wrong, out, s.counts);
       });
       rejected_by_all(p, coll::errc::buffer_size_mismatch, [&](comm& c, std::vector<int>& out) {
-        out = pattern(all + 1);
-        coll::scatter(c, out, 0);
-      });
-    }
-    SUBCASE("all_to_allv: recv_counts[rank] differs from send_counts[rank] (the part kept)") {
-      rejected_by_all(p, coll::errc::buffer_size_mismatch, [&](comm& c, std::vector<int>& out) {
-        counts_t recv_counts = counts;
-        recv_counts[std::size_t(c.rank())] += 1;
-        out = pattern(all + 1);
-        coll::all_to_allv(c, std::vector<int>(all), counts, out, recv_counts);
-      });
-    }
-    SUBCASE("all_gatherv: input differs from counts[rank]") {
-      rejected_by_all(p, coll::errc::buffer_size_mismatch, [&](comm& c, std::vector<int>& out) {
-        out = pattern(all);
-        coll::all_gatherv(c, std::vector<int>(n + 1), out, counts);
+        out = pattern(s.all);
+        coll::all_to_allv(c, std::vector<int>(s.all), s.counts, out, *wrong);
       });
     }
   }
+}
+
+TEST_CASE("buffer_size_mismatch: an in-place buffer that does not split into P equal parts") {
+  for (int p : {2, 3, 5}) {  // at P = 1 every size splits
+    const sizes s(p);
+    rejected_by_all(p, coll::errc::buffer_size_mismatch, [&](comm& c, std::vector<int>& out) {
+      out = pattern(s.all + 1);
+      coll::all_gather(c, out);
+    });
+    rejected_by_all(p, coll::errc::buffer_size_mismatch, [&](comm& c, std::vector<int>& out) {
+      out = pattern(s.all + 1);
+      coll::reduce_scatter(c, out, coll::sum{});
+    });
+    rejected_by_all(p, coll::errc::buffer_size_mismatch, [&](comm& c, std::vector<int>& out) {
+      out = pattern(s.all + 1);
+      coll::all_to_all(c, out);
+    });
+    rejected_by_all(p, coll::errc::buffer_size_mismatch, [&](comm& c, std::vector<int>& out) {
+      out = pattern(s.all + 1);
+      coll::gather(c, out, 0);
+    });
+    rejected_by_all(p, coll::errc::buffer_size_mismatch, [&](comm& c, std::vector<int>& out) {
+      out = pattern(s.all + 1);
+      coll::scatter(c, out, 0);
+    });
+  }
+}
+
+TEST_CASE("buffer_size_mismatch: all_to_allv's recv_counts[rank] differs from send_counts[rank]") {
+  for (int p : rank_counts) {
+    const sizes s(p);
+    rejected_by_all(p, coll::errc::buffer_size_mismatch, [&](comm& c, std::vector<int>& out) {
+      counts_t recv_counts = s.counts;
+      recv_counts[std::size_t(c.rank())] += 1;  // the part kept cannot grow on the way
+      out = pattern(s.all + 1);
+      coll::all_to_allv(c, std::vector<int>(s.all), s.counts, out, recv_counts);
+    });
+  }
+  CHECK(coll::make_error_code(coll::errc::buffer_size_mismatch) == std::errc::invalid_argument);
 }
 
 TEST_CASE("buffer_size_mismatch checked on the root only: run_ranks rethrows it and aborts the others") {
@@ -315,6 +337,34 @@ TEST_CASE("buffer_size_mismatch checked on the root only: run_ranks rethrows it 
       out = pattern(c.rank() == root ? n - 1 : 0);
       coll::reduce(c, std::vector<int>(n, 1), out, coll::sum{}, root);
     });
+  }
+}
+
+TEST_CASE("a rank whose arguments are rejected takes no call number and posts nothing") {
+  // Only rank 0 makes the bad calls; the others make none. If a rejected call had
+  // taken a call number or posted a message, rank 0's next all_reduce would not pair
+  // with the others' (a hang until the deadline, or a wrong result).
+  for (int p : {2, 3, 5}) {
+    std::vector<std::string> problems(static_cast<std::size_t>(p));
+    coll::run_ranks(p, [&](comm& c) {
+      std::string& problem = problems[std::size_t(c.rank())];
+      if (c.rank() == 0) {
+        std::vector<int> v(6, 1), wrong(5);
+        const counts_t overflowing{size_max, 1, 0, 0, 0};
+        if (code_of([&] { coll::broadcast(c, v, p); }) != coll::errc::invalid_root) problem = "broadcast";
+        if (code_of([&] { coll::all_reduce(c, v, wrong, coll::sum{}); }) != coll::errc::buffer_size_mismatch)
+          problem = "all_reduce";
+        if (code_of([&] { coll::all_gatherv(c, v, wrong, std::span{overflowing}.first(std::size_t(p))); }) !=
+            coll::errc::count_overflow)
+          problem = "all_gatherv";
+        if (code_of([&] { coll::send(c, v, 0); }) != coll::errc::invalid_peer) problem = "send";
+      }
+      if (problem.empty()) problem = check_still_works(c);
+    }, generous);
+    for (int r = 0; r < p; ++r) {
+      INFO("P = ", p, ", rank ", r);
+      CHECK_MESSAGE(problems[std::size_t(r)].empty(), problems[std::size_t(r)]);
+    }
   }
 }
 
@@ -402,6 +452,30 @@ TEST_CASE("a recv of another size than the message sent fails on both sides and 
     CHECK(since(start) < 3s);
   }
   CHECK(coll::make_error_code(coll::errc::message_truncated) == std::errc::message_size);
+}
+
+TEST_CASE("a send that timed out is withdrawn: its receiver never reads the old buffer") {
+  // The executor cancels a failed call's messages before the error leaves it. With a
+  // rendezvous transport the timed-out send would otherwise stay in the receiver's
+  // mailbox, pointing at a buffer the sender has since freed.
+  std::error_code sender;
+  std::vector<int> got(3);
+  coll::run_ranks(2, [&](comm& c) {
+    if (c.rank() == 0) {
+      {
+        const auto stale = std::make_unique<std::vector<int>>(3, 666);
+        coll::scoped_timeout guard{c, 50ms};
+        sender = code_of([&] { coll::send(c, *stale, 1); });  // rank 1 is not receiving yet
+      }
+      coll::barrier(c);
+      coll::send(c, std::vector<int>{1, 2, 3}, 1);
+    } else {
+      coll::barrier(c);  // after rank 0's send has timed out
+      coll::recv(c, got, 0);
+    }
+  }, generous);
+  CHECK(sender == coll::errc::timeout);
+  CHECK(got == std::vector<int>{1, 2, 3});
 }
 
 TEST_CASE("ranks that disagree on an all_reduce's element count get a size error, not a wrong answer or a hang") {
@@ -576,10 +650,19 @@ TEST_CASE("an exception from a user op leaves run_ranks as that exception, and n
     for (int p : {2, 3, 5}) {
       INFO(A::name, " P = ", p);
       const auto start = coll::clock::now();
+      // Out of place, so the input must come out unchanged (schedules never write it).
+      std::vector<int> changed_inputs(static_cast<std::size_t>(p), 0);
       CHECK_THROWS_AS(coll::run_ranks(p, [&](comm& c) {
-        std::vector<int> v(1000, 1);
-        coll::all_reduce<A>(c, v, failing_sum{});
+        const std::vector<int> before(1000, c.rank() + 1);
+        std::vector<int> input = before, output(1000);
+        try {
+          coll::all_reduce<A>(c, input, output, failing_sum{});
+        } catch (...) {
+          changed_inputs[std::size_t(c.rank())] = input != before;
+          throw;
+        }
       }, generous), op_failure);
+      CHECK(changed_inputs == std::vector<int>(changed_inputs.size(), 0));
       CHECK_THROWS_AS(coll::run_ranks(p, [&](comm& c) {
         std::vector<int> v(1000, 1), out(c.rank() == 0 ? 1000 : 0);
         coll::reduce<A>(c, v, out, failing_sum{}, 0);

@@ -1,0 +1,362 @@
+// The in-process transport and the point-to-point layer on top of it: messages of any
+// size reach the right rank intact, matching follows (peer, tag) and is first-in
+// first-out per tag, cancel really withdraws a message, wake-ups are never lost, and
+// consecutive calls never mix their messages.
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <collectives/collectives.hpp>
+#include <doctest/doctest.h>
+
+namespace coll = collectives;
+using comm = coll::communicator<coll::inproc>;
+using namespace std::chrono_literals;
+
+static_assert(coll::transport<coll::inproc>);
+static_assert(coll::check_transport<coll::inproc>());
+// The executor reduces straight out of the sender's buffer only through this.
+static_assert(coll::fused_recv_reduce_transport<coll::inproc>);
+
+namespace {
+
+// Long enough never to fire in a passing test, short enough that a hang fails.
+constexpr std::chrono::milliseconds generous = 10s;
+
+// Point-to-point messages travel with call number 0 (point_to_point.hpp), so raw
+// posts with this tag match a blocking send or recv with user tag `tag`.
+coll::message_tag p2p(std::uint32_t tag) { return {0, tag}; }
+
+template <class T>
+std::span<const std::byte> bytes(const std::vector<T>& v) {
+  return std::as_bytes(std::span{v});
+}
+template <class T>
+std::span<std::byte> writable_bytes(std::vector<T>& v) {
+  return std::as_writable_bytes(std::span{v});
+}
+
+// Drives raw requests to completion, the way the executor does: test all, then sleep
+// in the transport until something happens. Throws rather than wait past `generous`.
+void complete(coll::inproc& t, std::vector<coll::inproc::request> requests) {
+  const auto until = coll::clock::now() + generous;
+  std::vector<bool> done(requests.size(), false);
+  std::size_t left = requests.size();
+  while (left > 0) {
+    bool progressed = false;
+    for (std::size_t i = 0; i < requests.size(); ++i)
+      if (!done[i] && t.test(requests[i])) {
+        done[i] = true;
+        --left;
+        progressed = true;
+      }
+    if (left > 0 && !progressed && !t.wait_for_activity(until))
+      throw std::runtime_error("rank " + std::to_string(t.rank()) + ": raw requests did not complete");
+  }
+}
+
+// Values that differ per sender, receiver, message and position.
+std::uint32_t value(int from, int to, std::size_t n, std::size_t i) {
+  return std::uint32_t(from * 1'000'003 + to * 10'007 + int(n % 1009) * 101) ^ std::uint32_t(i * 2654435761u);
+}
+
+}  // namespace
+
+TEST_CASE("send/recv: every ordered pair, sizes from one element to 8 MiB, arrive intact") {
+  constexpr int p = 4;
+  const std::size_t sizes[] = {1, 3, 1000, (8u << 20) / sizeof(std::uint32_t)};
+  std::vector<std::string> problems(p);
+  coll::run_ranks(p, [&](comm& c) {
+    const int me = c.rank();
+    // All ranks walk the same list of (from, to, size); each blocking call involves
+    // two ranks that reach it in the same order, so none waits for the other forever.
+    for (int from = 0; from < p; ++from)
+      for (int to = 0; to < p; ++to)
+        for (std::size_t n : sizes) {
+          if (from == to || (me != from && me != to)) continue;
+          std::vector<std::uint32_t> data(n);
+          if (me == from) {
+            for (std::size_t i = 0; i < n; ++i) data[i] = value(from, to, n, i);
+            coll::send(c, data, to);
+            continue;
+          }
+          coll::recv(c, data, from);
+          for (std::size_t i = 0; i < n; ++i)
+            if (data[i] != value(from, to, n, i)) {
+              problems[std::size_t(me)] = "from rank " + std::to_string(from) + ", " + std::to_string(n) +
+                                          " elements: wrong value at " + std::to_string(i);
+              return;
+            }
+        }
+  }, generous);
+  for (int r = 0; r < p; ++r) CHECK_MESSAGE(problems[std::size_t(r)].empty(), problems[std::size_t(r)]);
+}
+
+TEST_CASE("messages with the same tag between the same pair are received in the order sent") {
+  // All five sends are posted before any receive, so the receiver's mailbox holds
+  // five candidates for the same (peer, tag); each has its own size, so taking the
+  // wrong one fails as a size error if not as a wrong value.
+  constexpr int count = 5;
+  std::vector<std::vector<int>> received(count);
+  coll::run_ranks(2, [&](comm& c) {
+    if (c.rank() == 0) {
+      std::vector<std::vector<int>> messages;
+      for (int k = 0; k < count; ++k) messages.emplace_back(std::size_t(k + 1) * 10, k);
+      std::vector<coll::inproc::request> sends;
+      for (const auto& m : messages) sends.push_back(c.transport().post_send(1, p2p(7), bytes(m)));
+      complete(c.transport(), sends);
+    } else {
+      std::this_thread::sleep_for(20ms);  // let all five arrive first
+      for (int k = 0; k < count; ++k) {
+        received[std::size_t(k)].resize(std::size_t(k + 1) * 10);
+        coll::recv(c, received[std::size_t(k)], 0, 7);
+      }
+    }
+  }, generous);
+  for (int k = 0; k < count; ++k) CHECK(received[std::size_t(k)] == std::vector<int>(std::size_t(k + 1) * 10, k));
+}
+
+TEST_CASE("messages with different tags are matched by tag, whatever the order they were sent in") {
+  std::vector<int> first(4), second(6);
+  coll::run_ranks(2, [&](comm& c) {
+    if (c.rank() == 0) {
+      // A blocking send of tag 1 would wait for a receive the peer posts last;
+      // posting both lets the peer take them in its own order.
+      const std::vector<int> one(4, 1), two(6, 2);
+      complete(c.transport(), {c.transport().post_send(1, p2p(1), bytes(one)),
+                               c.transport().post_send(1, p2p(2), bytes(two))});
+    } else {
+      coll::recv(c, second, 0, 2);
+      coll::recv(c, first, 0, 1);
+    }
+  }, generous);
+  CHECK(first == std::vector<int>(4, 1));
+  CHECK(second == std::vector<int>(6, 2));
+}
+
+TEST_CASE("a fused receive hands the sink the whole message in one piece, read from the sender's buffer") {
+  // That is what makes inproc's receive-and-reduce copy nothing (docs/concepts/transport.md).
+  const std::vector<std::int64_t> data{5, -3, 1 << 20};
+  struct piece_seen {
+    std::size_t offset;
+    const std::byte* where;
+    std::vector<std::byte> bytes;
+  };
+  std::vector<piece_seen> pieces;
+  coll::run_ranks(2, [&](comm& c) {
+    auto& t = c.transport();
+    if (c.rank() == 0) {
+      complete(t, {t.post_send(1, p2p(3), bytes(data))});
+      return;
+    }
+    auto record = [](void* seen, std::size_t offset, std::span<const std::byte> piece) {
+      static_cast<std::vector<piece_seen>*>(seen)->push_back({offset, piece.data(), {piece.begin(), piece.end()}});
+    };
+    const coll::chunk_sink sink{&pieces, record};
+    complete(t, {t.post_recv_reduce(0, p2p(3), data.size() * sizeof(std::int64_t), sizeof(std::int64_t), sink)});
+  }, generous);
+  REQUIRE(pieces.size() == 1);
+  CHECK(pieces[0].offset == 0);
+  CHECK(pieces[0].where == bytes(data).data());
+  REQUIRE(pieces[0].bytes.size() == bytes(data).size());
+  CHECK(std::memcmp(pieces[0].bytes.data(), data.data(), pieces[0].bytes.size()) == 0);
+}
+
+TEST_CASE("cancel withdraws a posted send: the receiver never gets it, and the buffer is free") {
+  std::error_code after_cancel;
+  std::vector<int> later(3);
+  coll::run_ranks(2, [&](comm& c) {
+    if (c.rank() == 0) {
+      auto stale = std::make_unique<std::vector<int>>(3, 666);
+      auto request = c.transport().post_send(1, p2p(5), bytes(*stale));
+      c.transport().cancel(request);
+      stale.reset();  // freed: a receiver that still found the message would read freed memory
+      coll::barrier(c);
+      coll::barrier(c);  // the receiver has given up on tag 5
+      coll::send(c, std::vector<int>{1, 2, 3}, 1, 5);
+      return;
+    }
+    coll::barrier(c);  // the send was posted and cancelled before this returns
+    {
+      coll::scoped_timeout guard{c, 100ms};
+      std::vector<int> into(3);
+      try {
+        coll::recv(c, into, 0, 5);
+      } catch (const coll::error& e) {
+        after_cancel = e.code();
+      }
+    }
+    coll::barrier(c);
+    coll::recv(c, later, 0, 5);  // a new message with the same tag still gets through
+  }, generous);
+  CHECK(after_cancel == coll::errc::timeout);
+  CHECK(later == std::vector<int>{1, 2, 3});
+}
+
+TEST_CASE("cancel of a posted receive: a message sent afterwards does not land in its buffer") {
+  std::vector<int> cancelled(3, -1), got(3);
+  coll::run_ranks(2, [&](comm& c) {
+    if (c.rank() == 0) {
+      coll::barrier(c);
+      coll::send(c, std::vector<int>{7, 8, 9}, 1, 4);
+      return;
+    }
+    auto request = c.transport().post_recv(0, p2p(4), writable_bytes(cancelled));
+    c.transport().cancel(request);
+    coll::barrier(c);
+    coll::recv(c, got, 0, 4);
+  }, generous);
+  CHECK(cancelled == std::vector<int>(3, -1));
+  CHECK(got == std::vector<int>{7, 8, 9});
+}
+
+TEST_CASE("wait_for_activity does not lose an event that came before it was called") {
+  // The executor looks at its requests, then sleeps in wait_for_activity; an event
+  // between the two must make the sleep return at once. The ranks order their steps
+  // with atomics outside the transport, so each event surely comes before the wait.
+  std::atomic<int> step{0};
+  auto wait_for_step = [&](int s) {
+    while (step.load() < s) std::this_thread::yield();
+  };
+  std::chrono::nanoseconds receiver_woke{}, sender_woke{};
+  bool receiver_flag = false, sender_flag = false, received = false, delivered = false;
+  coll::run_ranks(2, [&](comm& c) {
+    auto& t = c.transport();
+    std::vector<int> data{1, 2, 3}, into(3);
+    auto drain = [&] { while (t.wait_for_activity(coll::clock::now())) {} };
+    if (c.rank() == 1) {
+      drain();
+      step = 1;
+      wait_for_step(2);  // rank 0 has posted its send to this rank
+      auto start = coll::clock::now();
+      receiver_flag = t.wait_for_activity(start + 2s);
+      receiver_woke = coll::clock::now() - start;
+      auto request = t.post_recv(0, p2p(1), writable_bytes(into));
+      received = t.test(request);  // settles rank 0's send, which must wake rank 0
+      step = 3;
+      if (!received) complete(t, {request});
+    } else {
+      wait_for_step(1);
+      drain();
+      auto request = t.post_send(1, p2p(1), bytes(data));
+      step = 2;
+      wait_for_step(3);  // rank 1 has taken the message
+      auto start = coll::clock::now();
+      sender_flag = t.wait_for_activity(start + 2s);
+      sender_woke = coll::clock::now() - start;
+      delivered = t.test(request);
+      if (!delivered) complete(t, {request});
+    }
+  }, generous);
+  CHECK(receiver_flag);
+  CHECK(receiver_woke < 500ms);
+  CHECK(received);
+  CHECK(sender_flag);
+  CHECK(sender_woke < 500ms);
+  CHECK(delivered);
+}
+
+TEST_CASE("a point-to-point message left pending is never taken by a collective") {
+  // send/recv use call number 0 and collectives 1, 2, ...: a posted but unreceived
+  // send with user tag 0 must not satisfy the collectives' step-0 receives.
+  std::vector<int> p2p_got(2);
+  std::string problem;
+  coll::run_ranks(2, [&](comm& c) {
+    const std::vector<int> note{555, 556};
+    coll::inproc::request pending{};
+    if (c.rank() == 0) pending = c.transport().post_send(1, p2p(0), bytes(note));
+    std::vector<int> v{c.rank(), 10 + c.rank()}, all(4);
+    coll::all_reduce<coll::direct>(c, v, coll::sum{});
+    coll::all_gather<coll::direct>(c, std::vector<int>{7, c.rank()}, all);
+    if (c.rank() == 1) {
+      if (v != std::vector<int>{1, 21} || all != std::vector<int>{7, 0, 7, 1}) problem = "collective result";
+      coll::recv(c, p2p_got, 0, 0);
+    } else {
+      complete(c.transport(), {pending});
+    }
+  }, generous);
+  CHECK(problem.empty());
+  CHECK(p2p_got == std::vector<int>{555, 556});
+}
+
+TEST_CASE("16 ranks on 2 cores: 200 small all_reduces and barriers, no lost wake-up") {
+  // A lost wake-up would leave a rank asleep until its deadline: a timeout error
+  // after 10 s, not a hang of the test.
+  constexpr int p = 16, rounds = 200;
+  std::vector<std::string> problems(p);
+  const auto start = coll::clock::now();
+  coll::run_ranks(p, [&](comm& c) {
+    for (int i = 0; i < rounds; ++i) {
+      const int total = coll::all_reduce(c, c.rank() + i, coll::sum{});
+      if (total != p * (p - 1) / 2 + p * i) {
+        problems[std::size_t(c.rank())] = "round " + std::to_string(i) + ": sum " + std::to_string(total);
+        return;
+      }
+      coll::barrier(c);
+    }
+  }, generous);
+  for (int r = 0; r < p; ++r) CHECK_MESSAGE(problems[std::size_t(r)].empty(), problems[std::size_t(r)]);
+  // Takes about 0.1 s; a wake-up that is late rather than lost would show here.
+  CHECK(coll::clock::now() - start < 5s);
+}
+
+TEST_CASE("back-to-back collectives of different kinds and sizes never take each other's messages") {
+  // No barrier in between: a fast rank starts the next call while others are still
+  // in the previous one. The sizes change every call, so a message matched to the
+  // wrong call fails as a size error, and the values differ, so it fails as a wrong
+  // result otherwise. A send/recv in the middle must not shift the call numbers.
+  for (int p : {2, 3, 5}) {
+    std::vector<std::string> problems(static_cast<std::size_t>(p));
+    coll::run_ranks(p, [&](comm& c) {
+      const int r = c.rank();
+      auto fail = [&](int i, const std::string& what) {
+        if (problems[std::size_t(r)].empty()) problems[std::size_t(r)] = "round " + std::to_string(i) + ": " + what;
+      };
+      for (int i = 0; i < 30; ++i) {
+        const std::size_t n = std::size_t(1 + (i * 37) % 300), m = n + 17;
+        const int root = i % p;
+
+        std::vector<int> sum(n, r + i);
+        if (i % 2) coll::all_reduce<coll::ring>(c, sum, coll::sum{});
+        else coll::all_reduce<coll::double_binary_tree>(c, sum, coll::sum{});
+        if (sum != std::vector<int>(n, p * (p - 1) / 2 + p * i)) fail(i, "all_reduce");
+
+        std::vector<int> cast(m, r == root ? 1000 * i + root : -1);
+        coll::broadcast(c, cast, root);
+        if (cast != std::vector<int>(m, 1000 * i + root)) fail(i, "broadcast");
+
+        if (r < 2) {  // ranks 0 and 1 talk privately; the others go on to all_gather
+          std::vector<int> note(n % 7 + 1, i);
+          if (r == 0) coll::send(c, note, 1, std::uint32_t(i));
+          else {
+            std::vector<int> got(note.size());
+            coll::recv(c, got, 0, std::uint32_t(i));
+            if (got != note) fail(i, "send/recv");
+          }
+        }
+
+        std::vector<int> gathered(std::size_t(p) * (n % 5 + 1));
+        coll::all_gather(c, std::vector<int>(n % 5 + 1, r), gathered);
+        for (std::size_t k = 0; k < gathered.size(); ++k)
+          if (gathered[k] != int(k / (n % 5 + 1))) {
+            fail(i, "all_gather");
+            break;
+          }
+
+        std::vector<int> reduced(r == root ? n + 1 : 0);
+        coll::reduce<coll::direct>(c, std::vector<int>(n + 1, 100 * i + r), reduced, coll::max{}, root);
+        if (r == root && reduced != std::vector<int>(n + 1, 100 * i + p - 1)) fail(i, "reduce");
+      }
+    }, generous);
+    for (int r = 0; r < p; ++r) {
+      INFO("P = ", p, ", rank ", r);
+      CHECK_MESSAGE(problems[std::size_t(r)].empty(), problems[std::size_t(r)]);
+    }
+  }
+}
