@@ -64,11 +64,11 @@ class inproc_group {
   struct mailbox {
     std::mutex mutex;
     std::condition_variable wakeup;
-    bool activity = false;
+    std::atomic<bool> activity{false};  // set under `mutex`; read without it while spinning
     std::deque<posted_send> arrived;
 
     void wake() {
-      { std::lock_guard lock(mutex); activity = true; }
+      { std::lock_guard lock(mutex); activity.store(true, std::memory_order_release); }
       wakeup.notify_one();
     }
   };
@@ -82,6 +82,8 @@ class inproc {
   // Posting a message costs a lock and a wake-up; moving it costs one memcpy.
   static constexpr link_costs costs{.latency_s = 4e-6, .per_message_s = 1e-6,
                                     .seconds_per_byte = 1.0 / 8e9, .reduce_seconds_per_byte = 1.0 / 8e9};
+
+  static constexpr std::chrono::microseconds poll_time{20};
 
   // A handle on one posted operation; the state it refers to lives in the transport.
   struct request {
@@ -109,7 +111,7 @@ class inproc {
     {
       std::lock_guard lock(box.mutex);
       box.arrived.push_back({rank_, tag, data, &op.state});
-      box.activity = true;
+      box.activity.store(true, std::memory_order_release);
     }
     box.wakeup.notify_one();
     return {slot};
@@ -146,11 +148,19 @@ class inproc {
     return done;
   }
 
+  // Polls briefly before sleeping: a peer's answer often comes within microseconds,
+  // sooner than a sleeping thread is woken. The poll yields the core on every turn,
+  // so ranks that outnumber the cores still make progress.
   bool wait_for_activity(deadline until) {
     auto& box = *group_->mailboxes_[rank_];
+    const auto poll_until = std::min(until, clock::now() + poll_time);
+    do {
+      if (box.activity.exchange(false, std::memory_order_acq_rel)) return true;
+      std::this_thread::yield();
+    } while (clock::now() < poll_until);
     std::unique_lock lock(box.mutex);
-    const bool woken = box.wakeup.wait_until(lock, until, [&] { return box.activity || group_->aborted(); });
-    box.activity = false;
+    const bool woken = box.wakeup.wait_until(lock, until, [&] { return box.activity.load() || group_->aborted(); });
+    box.activity.store(false, std::memory_order_relaxed);
     return woken;
   }
 
