@@ -79,7 +79,10 @@ class executor {
       while (finished_ < plan_.ops.size()) {
         bool progressed = start_ready(ctx);
         progressed |= poll_active();
-        if (!progressed && finished_ < plan_.ops.size() && !transport_.wait_for_activity(ctx.until))
+        if (progressed || finished_ == plan_.ops.size()) continue;
+        // Past the deadline with nothing done, even if wake-ups keep coming (say, from
+        // messages this call never matches), the call fails.
+        if (clock::now() >= ctx.until || !transport_.wait_for_activity(ctx.until))
           throw error(errc::timeout, timeout_message(ctx));
       }
     } catch (...) {
