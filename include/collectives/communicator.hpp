@@ -3,6 +3,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <utility>
 
 #include "concepts/transport.hpp"
@@ -31,6 +33,15 @@ class communicator {
   std::chrono::milliseconds timeout() const noexcept { return timeout_; }
   void set_timeout(std::chrono::milliseconds t) noexcept { timeout_ = t; }
 
+  // With call checking on, every collective first confirms that all ranks made the
+  // same call (collective, counts, element size, op, root, algorithm) and otherwise
+  // throws errc::call_mismatch naming a rank that differs, instead of timing out or
+  // computing garbage. It costs one small exchange per call and must be on for every
+  // rank or for none. The default comes from the environment variable
+  // COLLECTIVES_CHECK_CALLS (on when set to anything but "0").
+  bool checks_calls() const noexcept { return check_calls_; }
+  void check_calls(bool on) noexcept { check_calls_ = on; }
+
   // Wakes every pending and future operation of the whole group with errc::aborted.
   void abort() { transport_.abort(); }
 
@@ -42,6 +53,10 @@ class communicator {
   Transport transport_;
   std::chrono::milliseconds timeout_;
   std::uint64_t calls_ = 0;
+  bool check_calls_ = [] {
+    const char* v = std::getenv("COLLECTIVES_CHECK_CALLS");
+    return v != nullptr && std::strcmp(v, "0") != 0;
+  }();
 };
 
 // Overrides a communicator's timeout for the calls made while it lives.

@@ -16,6 +16,7 @@ enum class errc {
   message_truncated,     // a peer sent more bytes than the receiver posted
   peer_lost,             // a peer died or its connection broke
   invalid_group,         // a group must have at least one rank
+  call_mismatch,         // ranks made different calls (found when call checking is on)
 };
 
 class error_category_impl final : public std::error_category {
@@ -32,6 +33,7 @@ class error_category_impl final : public std::error_category {
       case errc::message_truncated: return "message truncated";
       case errc::peer_lost: return "peer lost";
       case errc::invalid_group: return "invalid group";
+      case errc::call_mismatch: return "call mismatch";
     }
     return "unknown collectives error";
   }
@@ -41,7 +43,8 @@ class error_category_impl final : public std::error_category {
       case errc::invalid_root:
       case errc::invalid_peer:
       case errc::buffer_size_mismatch:
-      case errc::invalid_group: return std::errc::invalid_argument;
+      case errc::invalid_group:
+      case errc::call_mismatch: return std::errc::invalid_argument;
       case errc::count_overflow: return std::errc::value_too_large;
       case errc::timeout: return std::errc::timed_out;
       case errc::aborted: return std::errc::operation_canceled;

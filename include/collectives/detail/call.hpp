@@ -16,6 +16,7 @@
 #include "../concepts/reduce_op.hpp"
 #include "../error.hpp"
 #include "../ops/host_reduce.hpp"
+#include "call_check.hpp"
 
 namespace collectives {
 
@@ -139,6 +140,8 @@ void run(communicator<Tr>& comm, const char* call, Kind kind, plan_request req, 
   req.finalize = has_finalize<Op, T>;
   req.commutative = is_commutative_v<Op>;
   req.costs = costs_of<Tr>();
+  if (comm.checks_calls())  // all_to_allv's counts differ by rank by design
+    check_same_call<Algorithm, Op>(comm, call, req, !std::is_same_v<Kind, kind::all_to_allv>);
   const schedule plan = Algorithm::plan(kind, req);
   const auto timeout = comm.timeout();
   const call_context ctx{call, comm.next_call(), clock::now() + timeout, static_cast<long long>(timeout.count())};
