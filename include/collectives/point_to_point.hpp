@@ -27,9 +27,8 @@ void run_message(communicator<Tr>& comm, const char* call, const operation& mess
   schedule plan;
   plan.add(message);
   no_reduce op;
-  const auto timeout = comm.timeout();
-  const call_context ctx{call, 0, clock::now() + timeout, static_cast<long long>(timeout.count())};
-  execute<Space>(plan, comm.transport(), call_buffers<T, Space>{input, output}, op, ctx);
+  execute<Space>(plan, comm.transport(), call_buffers<T, Space>{input, output}, op,
+                 call_context::starting_now(call, 0, comm.timeout()));
 }
 
 }  // namespace detail

@@ -4,6 +4,7 @@
 // the transport and polled, and the thread sleeps in the transport between events.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -32,6 +33,11 @@ struct call_context {
   std::uint64_t call = 0;
   deadline until{};
   long long timeout_ms = 0;
+
+  // A call that starts now and may take `timeout`.
+  static call_context starting_now(const char* name, std::uint64_t call, std::chrono::milliseconds timeout) {
+    return {name, call, clock::now() + timeout, static_cast<long long>(timeout.count())};
+  }
 };
 
 // Stands in for an op where a schedule combines nothing (broadcast, gather, ...).

@@ -143,9 +143,8 @@ void run(communicator<Tr>& comm, const char* call, Kind kind, plan_request req, 
   if (comm.checks_calls())  // all_to_allv's counts differ by rank by design
     check_same_call<Algorithm, Op>(comm, call, req, !std::is_same_v<Kind, kind::all_to_allv>);
   const schedule plan = Algorithm::plan(kind, req);
-  const auto timeout = comm.timeout();
-  const call_context ctx{call, comm.next_call(), clock::now() + timeout, static_cast<long long>(timeout.count())};
-  execute<Space>(plan, comm.transport(), call_buffers<T, Space>{input, output}, op, ctx);
+  execute<Space>(plan, comm.transport(), call_buffers<T, Space>{input, output}, op,
+                 call_context::starting_now(call, comm.next_call(), comm.timeout()));
 }
 
 }  // namespace detail
