@@ -17,6 +17,9 @@ enum class errc {
   peer_lost,             // a peer died or its connection broke
   invalid_group,         // a group must have at least one rank
   call_mismatch,         // ranks made different calls (found when call checking is on)
+  unauthorized,          // the other end of a connection could not prove the job's token
+  protocol_error,        // a malformed frame, or one that does not fit what was posted
+  invalid_config,        // the environment or arguments do not describe a usable job
 };
 
 class error_category_impl final : public std::error_category {
@@ -34,6 +37,9 @@ class error_category_impl final : public std::error_category {
       case errc::peer_lost: return "peer lost";
       case errc::invalid_group: return "invalid group";
       case errc::call_mismatch: return "call mismatch";
+      case errc::unauthorized: return "unauthorized";
+      case errc::protocol_error: return "protocol error";
+      case errc::invalid_config: return "invalid configuration";
     }
     return "unknown collectives error";
   }
@@ -44,7 +50,10 @@ class error_category_impl final : public std::error_category {
       case errc::invalid_peer:
       case errc::buffer_size_mismatch:
       case errc::invalid_group:
-      case errc::call_mismatch: return std::errc::invalid_argument;
+      case errc::call_mismatch:
+      case errc::invalid_config: return std::errc::invalid_argument;
+      case errc::unauthorized: return std::errc::permission_denied;
+      case errc::protocol_error: return std::errc::protocol_error;
       case errc::count_overflow: return std::errc::value_too_large;
       case errc::timeout: return std::errc::timed_out;
       case errc::aborted: return std::errc::operation_canceled;

@@ -1,0 +1,244 @@
+// Admission to a job: before any data is accepted, each side of a connection proves
+// that it holds the job's secret token, without sending it, by a challenge-response:
+//
+//   server -> client  challenge     magic, version, purpose, server nonce        (40 bytes)
+//   client -> server  response      magic, version, purpose, hello, client nonce,
+//                                   HMAC-SHA256(token, "client" purpose hello nonces) (80)
+//   server -> client  confirmation  HMAC-SHA256(token, "server" purpose hello nonces) (32)
+//
+// Every message has a fixed size, so nothing a stranger sends is trusted for a length,
+// and a timer bounds the whole exchange, so a silent connection cannot stall anyone.
+// Fresh nonces on both sides make a recorded exchange useless for a replay. `hello`
+// is a 64-bit value the client vouches for (a rank joining the mesh says which).
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+
+#include "../error.hpp"
+#include "../log.hpp"
+
+namespace collectives::auth {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+
+// The job's shared secret. The launcher makes a fresh one per job and hands it to
+// every rank as COLLECTIVES_JOB_TOKEN.
+class job_token {
+ public:
+  explicit job_token(std::string secret) : secret_(std::move(secret)) {
+    if (secret_.empty()) throw error(errc::invalid_config, "the job token must not be empty");
+  }
+
+  // COLLECTIVES_JOB_TOKEN, or, with a warning, a fixed public token: such a job still
+  // refuses garbage and other jobs' ranks that use a token, but not a stranger who
+  // knows the default.
+  static job_token from_env() {
+    if (const char* v = std::getenv("COLLECTIVES_JOB_TOKEN"); v != nullptr && *v != '\0') return job_token(v);
+    log::warn("COLLECTIVES_JOB_TOKEN is not set; using the public default token. collectives-run sets a fresh "
+              "one; elsewhere export the same secret to every rank (e.g. $(openssl rand -hex 32))");
+    return job_token("collectives-public-default-token");
+  }
+
+  const std::string& secret() const noexcept { return secret_; }
+
+ private:
+  std::string secret_;
+};
+
+// What a connection is for; part of every proof, so one can't stand in for the other.
+enum class purpose : std::uint8_t { store = 1, peer = 2 };
+
+struct outcome {
+  bool accepted = false;
+  std::uint64_t hello = 0;  // what the client vouched for
+  std::string why;          // when refused: what went wrong, for the log or the error
+};
+
+inline constexpr std::chrono::seconds default_handshake_limit{10};
+
+namespace detail {
+
+inline constexpr std::uint32_t magic = 0x4C4C4F43;  // "COLL" on the wire (little-endian)
+inline constexpr std::uint8_t version = 1;
+inline constexpr std::size_t nonce_size = 32, mac_size = 32;
+inline constexpr std::size_t challenge_size = 8 + nonce_size;
+inline constexpr std::size_t response_size = 8 + 8 + nonce_size + mac_size;
+
+using nonce = std::array<unsigned char, nonce_size>;
+using mac = std::array<unsigned char, mac_size>;
+
+inline void put_u64(unsigned char* at, std::uint64_t v) {
+  for (int i = 0; i < 8; ++i) at[i] = static_cast<unsigned char>(v >> (8 * i));
+}
+inline std::uint64_t get_u64(const unsigned char* at) {
+  std::uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= std::uint64_t(at[i]) << (8 * i);
+  return v;
+}
+
+// magic, version, purpose, two bytes reserved as zero
+inline void put_preamble(unsigned char* at, purpose p) {
+  put_u64(at, std::uint64_t(magic) | std::uint64_t(version) << 32 | std::uint64_t(p) << 40);
+}
+inline bool preamble_matches(const unsigned char* at, purpose p) {
+  return get_u64(at) == (std::uint64_t(magic) | std::uint64_t(version) << 32 | std::uint64_t(p) << 40);
+}
+
+inline nonce fresh_nonce() {
+  nonce n;
+  if (RAND_bytes(n.data(), static_cast<int>(n.size())) != 1)
+    throw error(errc::unauthorized, "OpenSSL could not produce random bytes for a handshake nonce");
+  return n;
+}
+
+// HMAC-SHA256(token, side || purpose || hello || first nonce || second nonce)
+inline mac proof(const job_token& token, std::string_view side, purpose p, std::uint64_t hello, const nonce& first,
+                 const nonce& second) {
+  std::array<unsigned char, 6 + 1 + 8 + 2 * nonce_size> message{};
+  unsigned char* at = message.data();
+  for (char c : side.substr(0, 6)) *at++ = static_cast<unsigned char>(c);
+  at = message.data() + 6;
+  *at++ = static_cast<unsigned char>(p);
+  put_u64(at, hello);
+  at += 8;
+  for (auto b : first) *at++ = b;
+  for (auto b : second) *at++ = b;
+  mac out{};
+  unsigned int length = 0;
+  HMAC(EVP_sha256(), token.secret().data(), static_cast<int>(token.secret().size()), message.data(), message.size(),
+       out.data(), &length);
+  return out;
+}
+
+inline bool same(const unsigned char* a, const mac& b) { return CRYPTO_memcmp(a, b.data(), b.size()) == 0; }
+
+// State shared by the steps of one handshake: the buffers, the timer and the
+// completion, which runs exactly once.
+struct handshake {
+  std::shared_ptr<tcp::socket> socket;
+  job_token token;
+  purpose what;
+  asio::steady_timer timer;
+  std::function<void(outcome)> done;
+  nonce mine{}, theirs{};
+  std::uint64_t hello = 0;
+  std::array<unsigned char, response_size> buffer{};
+  bool finished = false;
+
+  handshake(std::shared_ptr<tcp::socket> s, job_token t, purpose p, std::function<void(outcome)> d)
+      : socket(std::move(s)), token(std::move(t)), what(p), timer(socket->get_executor()), done(std::move(d)) {}
+
+  void start_timer(std::shared_ptr<handshake> self, std::chrono::milliseconds limit) {
+    timer.expires_after(limit);
+    timer.async_wait([self, limit](const boost::system::error_code& ec) {
+      if (ec) return;  // cancelled: the handshake ended first
+      self->finish(false, "no complete handshake within " + std::to_string(limit.count()) + " ms");
+    });
+  }
+
+  void finish(bool accepted, std::string why = {}) {
+    if (finished) return;
+    finished = true;
+    timer.cancel();
+    if (!accepted) {
+      boost::system::error_code ignored;
+      socket->shutdown(tcp::socket::shutdown_both, ignored);
+      socket->close(ignored);
+    }
+    auto callback = std::move(done);
+    callback(outcome{accepted, accepted ? hello : 0, std::move(why)});
+  }
+
+  // The reason a read or write of the handshake failed, in words.
+  static std::string broken(const boost::system::error_code& ec, const char* during) {
+    if (ec == asio::error::eof) return std::string("connection closed during the ") + during;
+    return std::string(during) + " failed: " + ec.message();
+  }
+};
+
+}  // namespace detail
+
+// Server side: challenges a freshly accepted connection and calls done(outcome) once.
+// A refused connection is closed; the caller decides what to log.
+inline void async_admit(std::shared_ptr<tcp::socket> socket, const job_token& token, purpose what,
+                        std::function<void(outcome)> done,
+                        std::chrono::milliseconds limit = default_handshake_limit) {
+  using namespace detail;
+  auto h = std::make_shared<handshake>(std::move(socket), token, what, std::move(done));
+  h->start_timer(h, limit);
+  h->mine = fresh_nonce();
+  put_preamble(h->buffer.data(), what);
+  std::copy(h->mine.begin(), h->mine.end(), h->buffer.begin() + 8);
+  asio::async_write(*h->socket, asio::buffer(h->buffer.data(), challenge_size), [h](auto ec, std::size_t) {
+    if (ec) return h->finish(false, handshake::broken(ec, "challenge"));
+    asio::async_read(*h->socket, asio::buffer(h->buffer.data(), response_size), [h](auto ec, std::size_t) {
+      if (ec) return h->finish(false, handshake::broken(ec, "response"));
+      const unsigned char* r = h->buffer.data();
+      if (!preamble_matches(r, h->what)) return h->finish(false, "not a collectives handshake (bad preamble)");
+      h->hello = get_u64(r + 8);
+      std::copy(r + 16, r + 16 + nonce_size, h->theirs.begin());
+      if (!same(r + 16 + nonce_size, proof(h->token, "client", h->what, h->hello, h->mine, h->theirs)))
+        return h->finish(false, "wrong job token");
+      const mac answer = proof(h->token, "server", h->what, h->hello, h->theirs, h->mine);
+      std::copy(answer.begin(), answer.end(), h->buffer.begin());
+      asio::async_write(*h->socket, asio::buffer(h->buffer.data(), mac_size), [h](auto ec, std::size_t) {
+        if (ec) return h->finish(false, handshake::broken(ec, "confirmation"));
+        h->finish(true);
+      });
+    });
+  });
+}
+
+// Client side: answers the server's challenge, vouching for `hello`, and checks that
+// the server holds the token too. Calls done(outcome) once.
+inline void async_introduce(std::shared_ptr<tcp::socket> socket, const job_token& token, purpose what,
+                            std::uint64_t hello, std::function<void(outcome)> done,
+                            std::chrono::milliseconds limit = default_handshake_limit) {
+  using namespace detail;
+  auto h = std::make_shared<handshake>(std::move(socket), token, what, std::move(done));
+  h->hello = hello;
+  h->start_timer(h, limit);
+  asio::async_read(*h->socket, asio::buffer(h->buffer.data(), challenge_size), [h](auto ec, std::size_t) {
+    if (ec) return h->finish(false, handshake::broken(ec, "challenge"));
+    if (!preamble_matches(h->buffer.data(), h->what))
+      return h->finish(false, "the other end is not a collectives endpoint of this kind");
+    std::copy(h->buffer.begin() + 8, h->buffer.begin() + 8 + nonce_size, h->theirs.begin());
+    h->mine = fresh_nonce();
+    unsigned char* r = h->buffer.data();
+    put_preamble(r, h->what);
+    put_u64(r + 8, h->hello);
+    std::copy(h->mine.begin(), h->mine.end(), r + 16);
+    const mac mine = proof(h->token, "client", h->what, h->hello, h->theirs, h->mine);
+    std::copy(mine.begin(), mine.end(), r + 16 + nonce_size);
+    asio::async_write(*h->socket, asio::buffer(h->buffer.data(), response_size), [h](auto ec, std::size_t) {
+      if (ec) return h->finish(false, handshake::broken(ec, "response"));
+      asio::async_read(*h->socket, asio::buffer(h->buffer.data(), mac_size), [h](auto ec, std::size_t) {
+        if (ec == asio::error::eof || ec == asio::error::connection_reset)
+          return h->finish(false, "the other end refused this job token (is COLLECTIVES_JOB_TOKEN the same for every rank?)");
+        if (ec) return h->finish(false, handshake::broken(ec, "confirmation"));
+        if (!same(h->buffer.data(), proof(h->token, "server", h->what, h->hello, h->mine, h->theirs)))
+          return h->finish(false, "the other end could not prove it holds the job token");
+        h->finish(true);
+      });
+    });
+  });
+}
+
+}  // namespace collectives::auth
