@@ -1,0 +1,598 @@
+// collectives-run: starts the ranks of a job on this host and supervises them.
+//
+// Each rank learns its place in the job from its environment (RANK, WORLD_SIZE,
+// MASTER_ADDR, ...). Its output comes back through pipes and is printed whole line
+// by whole line behind a "[RANK] " prefix. When one rank fails, the others get a
+// grace period to notice the lost peer and exit, then SIGTERM, then SIGKILL.
+// docs/launcher.md describes the options, the environment and the exit statuses.
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace {
+
+using steady = std::chrono::steady_clock;
+
+constexpr int exit_usage = 2;
+constexpr int exit_timed_out = 124;
+constexpr int exit_cannot_run = 127;
+constexpr auto sigterm_to_sigkill = std::chrono::seconds(2);
+constexpr std::array handled_signals{SIGINT, SIGTERM, SIGHUP, SIGCHLD};
+
+constexpr std::string_view usage_text = R"(usage: collectives-run [options] [--] program [args...]
+
+Starts N ranks of program on this host, prefixes their output lines with
+"[RANK] ", and stops the whole job when one rank fails.
+
+  -n, --nproc N        ranks on this host (default 1)
+  --nnodes M           hosts in the job, each running its own launcher (default 1)
+  --node-rank K        this host's place among them, 0 <= K < M (default 0)
+  --master-addr A      rendezvous address (default $MASTER_ADDR, else 127.0.0.1
+                       on a single host)
+  --master-port P      rendezvous port (default $MASTER_PORT, else a free port
+                       on a single host)
+  --grace SECONDS      after a rank fails, time the others get to exit by
+                       themselves before SIGTERM (default 3)
+  --timeout SECONDS    stop the job after this long and exit 124 (default 0: none)
+  --no-prefix          print output lines as they are
+  -h, --help           show this text
+
+Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK,
+MASTER_ADDR, MASTER_PORT and COLLECTIVES_JOB_TOKEN; its stdin is /dev/null.
+)";
+
+// ---- Messages ---------------------------------------------------------------
+
+void write_all(int fd, std::string_view data) {
+  while (!data.empty()) {
+    const ssize_t written = write(fd, data.data(), data.size());
+    if (written < 0 && errno == EINTR) continue;
+    if (written < 0) return;  // nobody reads it any more (EPIPE): drop it, keep supervising
+    data.remove_prefix(static_cast<std::size_t>(written));
+  }
+}
+
+void say(const std::string& message) { write_all(STDERR_FILENO, "collectives-run: " + message + "\n"); }
+
+[[noreturn]] void fail(const std::string& message) {
+  say(message);
+  std::exit(1);
+}
+
+[[noreturn]] void print_usage() {
+  write_all(STDOUT_FILENO, usage_text);
+  std::exit(0);
+}
+
+[[noreturn]] void usage_error(const std::string& message) {
+  say(message + " (see collectives-run --help)");
+  std::exit(exit_usage);
+}
+
+std::string errno_text(const std::string& what) { return what + ": " + std::strerror(errno); }
+
+std::string format_seconds(double seconds) {
+  std::array<char, 32> text{};
+  return std::string(text.data(), std::to_chars(text.data(), text.data() + text.size(), seconds).ptr) + " s";
+}
+
+std::string signal_name(int signal_number) {
+  switch (signal_number) {
+    case SIGINT: return "SIGINT";
+    case SIGTERM: return "SIGTERM";
+    case SIGHUP: return "SIGHUP";
+    case SIGKILL: return "SIGKILL";
+    default: return "signal " + std::to_string(signal_number);
+  }
+}
+
+// ---- Options ----------------------------------------------------------------
+
+struct options {
+  int nproc = 1;
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string master_addr;  // empty: $MASTER_ADDR, or a default
+  std::string master_port;  // empty: $MASTER_PORT, or a default
+  double grace_s = 3;
+  double timeout_s = 0;  // 0: no limit
+  bool prefix = true;
+  std::vector<std::string> command;
+};
+
+constexpr int no_limit = std::numeric_limits<int>::max();
+constexpr double longest_wait_s = 1e9;  // far off, yet within steady_clock's range
+
+// An option's value as a number within [min, max], or a usage error naming what it should be.
+template <typename number>
+number parse_number(const std::string& option, std::string_view text, number min, number max, const char* wanted) {
+  number value{};
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc{} || end != text.data() + text.size() || !(min <= value && value <= max))
+    usage_error(option + " wants " + wanted + ", not '" + std::string(text) + "'");
+  return value;
+}
+
+options parse_options(int argc, char** argv) {
+  options opts;
+  int next = 1;
+  while (next < argc && argv[next][0] == '-' && argv[next][1] != '\0') {  // "-" alone is a program
+    const std::string_view arg = argv[next++];
+    if (arg == "--") break;
+    // "--name=value" carries its value; otherwise it is the next argument.
+    const auto equals = arg.starts_with("--") ? arg.find('=') : std::string_view::npos;
+    const std::string name(arg.substr(0, equals));
+    const bool attached = equals != std::string_view::npos;
+    const auto value = [&]() -> std::string_view {
+      if (attached) return arg.substr(equals + 1);
+      if (next >= argc) usage_error(name + " needs a value");
+      return argv[next++];
+    };
+    if (name == "-n" || name == "--nproc") opts.nproc = parse_number(name, value(), 1, no_limit, "a count >= 1");
+    else if (name == "--nnodes") opts.nnodes = parse_number(name, value(), 1, no_limit, "a count >= 1");
+    else if (name == "--node-rank") opts.node_rank = parse_number(name, value(), 0, no_limit, "a number >= 0");
+    else if (name == "--master-addr") opts.master_addr = value();
+    else if (name == "--master-port")
+      opts.master_port = std::to_string(parse_number(name, value(), 1, 65535, "a port from 1 to 65535"));
+    else if (name == "--grace") opts.grace_s = parse_number(name, value(), 0.0, longest_wait_s, "seconds >= 0");
+    else if (name == "--timeout") opts.timeout_s = parse_number(name, value(), 0.0, longest_wait_s, "seconds >= 0");
+    else if (name == "--no-prefix" && !attached) opts.prefix = false;
+    else if ((name == "-h" || name == "--help") && !attached) print_usage();
+    else usage_error("unknown option " + std::string(arg));
+  }
+  opts.command.assign(argv + next, argv + argc);
+  if (opts.command.empty()) usage_error("no program to run");
+  if (opts.node_rank >= opts.nnodes) usage_error("--node-rank must be less than --nnodes");
+  if (static_cast<long long>(opts.nnodes) * opts.nproc > no_limit) usage_error("--nnodes * --nproc is too large");
+  return opts;
+}
+
+// ---- The job: what every rank is told ---------------------------------------
+
+struct job {
+  options opts;
+  std::string master_addr;
+  std::string master_port;
+  std::string token;
+};
+
+// The option if given, else the environment variable if set, else "".
+std::string given_or_environment(const std::string& given, const char* variable) {
+  const char* value = std::getenv(variable);
+  return !given.empty() ? given : value != nullptr ? value : "";
+}
+
+// Asks the kernel for a port nobody uses now. Rank 0 binds it a moment later; the
+// port could be taken in between, the usual trade-off of single-host launchers.
+std::string free_local_port() {
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0)
+    fail(errno_text("cannot find a free port on 127.0.0.1"));
+  close(fd);
+  return std::to_string(ntohs(address.sin_port));
+}
+
+// 32 random bytes as 64 hex digits: with it, ranks prove to each other that they
+// belong to this job.
+std::string fresh_job_token() {
+  std::array<unsigned char, 32> bytes{};
+  for (std::size_t filled = 0; filled < bytes.size();) {
+    const ssize_t got = getrandom(bytes.data() + filled, bytes.size() - filled, 0);
+    if (got < 0 && errno != EINTR) fail(errno_text("cannot make a job token: getrandom"));
+    if (got > 0) filled += static_cast<std::size_t>(got);
+  }
+  constexpr std::string_view hex_digits = "0123456789abcdef";
+  std::string token;
+  for (const unsigned char byte : bytes) token.append({hex_digits[byte >> 4], hex_digits[byte & 0xf]});
+  return token;
+}
+
+job resolve_job(options opts) {
+  const bool one_host = opts.nnodes == 1;
+  job result{.opts = {},
+             .master_addr = given_or_environment(opts.master_addr, "MASTER_ADDR"),
+             .master_port = given_or_environment(opts.master_port, "MASTER_PORT"),
+             .token = given_or_environment("", "COLLECTIVES_JOB_TOKEN")};
+  result.opts = std::move(opts);
+  if (!one_host && result.master_addr.empty())
+    usage_error("--nnodes > 1 needs --master-addr (or MASTER_ADDR): an address of node 0 that all hosts reach");
+  if (!one_host && result.master_port.empty())
+    usage_error("--nnodes > 1 needs --master-port (or MASTER_PORT): the same port on every host");
+  // The launchers of a multi-host job cannot agree on a fresh token, so it is given.
+  if (!one_host && result.token.empty())
+    usage_error("--nnodes > 1 needs the same COLLECTIVES_JOB_TOKEN exported on every host, "
+                "for example export COLLECTIVES_JOB_TOKEN=$(openssl rand -hex 32)");
+  if (result.master_addr.empty()) result.master_addr = "127.0.0.1";
+  if (result.master_port.empty()) result.master_port = free_local_port();
+  if (result.token.empty()) result.token = fresh_job_token();
+  return result;
+}
+
+// ---- Signals reach the event loop through a pipe ----------------------------
+
+std::array<int, 2> signal_pipe{-1, -1};  // the handler writes to [1]; poll() watches [0]
+
+void note_signal(int signal_number) {
+  const int saved_errno = errno;
+  const auto byte = static_cast<unsigned char>(signal_number);
+  if (write(signal_pipe[1], &byte, 1) < 0) {
+    // The pipe is full, so poll() wakes up anyway.
+  }
+  errno = saved_errno;
+}
+
+void install_signal_handlers() {
+  if (pipe2(signal_pipe.data(), O_CLOEXEC | O_NONBLOCK) != 0) fail(errno_text("pipe"));
+  struct sigaction action {};
+  action.sa_handler = note_signal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+  for (const int signal_number : handled_signals) {
+    struct sigaction before {};
+    sigaction(signal_number, nullptr, &before);
+    // Under nohup, SIGHUP stays ignored, for the ranks too.
+    if (signal_number != SIGHUP || before.sa_handler != SIG_IGN) sigaction(signal_number, &action, nullptr);
+  }
+  signal(SIGPIPE, SIG_IGN);  // a closed stdout loses output, not the job
+}
+
+// In a new child, before it can run note_signal() on the launcher's pipe.
+void restore_default_signals() {
+  for (const int signal_number : handled_signals) {
+    struct sigaction current {};
+    sigaction(signal_number, nullptr, &current);
+    if (current.sa_handler == note_signal) signal(signal_number, SIG_DFL);
+  }
+  signal(SIGPIPE, SIG_DFL);
+}
+
+sigset_t handled_signal_set() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (const int signal_number : handled_signals) sigaddset(&set, signal_number);
+  return set;
+}
+
+// ---- One rank's output stream -----------------------------------------------
+
+// Bytes from one pipe, passed on whole line by whole line, so that lines of
+// different ranks never mix.
+struct output_stream {
+  int fd = -1;  // read end of the pipe; -1 once closed
+  int destination = STDOUT_FILENO;
+  std::string prefix;
+  std::string pending;  // bytes after the last newline
+
+  // Reads what one read() returns; false when nothing more is there for now.
+  bool read_chunk() {
+    std::array<char, 65536> buffer;
+    const ssize_t got = read(fd, buffer.data(), buffer.size());
+    if (got < 0 && errno == EINTR) return true;
+    if (got < 0 && errno == EAGAIN) return false;
+    if (got <= 0) {  // end of file, or a read error that ends it all the same
+      finish();
+      return false;
+    }
+    const std::size_t search_from = pending.size();  // the bytes before hold no newline
+    pending.append(buffer.data(), static_cast<std::size_t>(got));
+    write_complete_lines(search_from);
+    return true;
+  }
+
+  // Reads what the pipe holds now. At most 1 MiB (as much as a pipe can hold), so
+  // that a child of the rank that keeps writing cannot hold the launcher here.
+  void drain() {
+    for (int chunk = 0; chunk < 16 && fd >= 0 && read_chunk(); ++chunk) {
+    }
+  }
+
+  // Writes a last line that lacks its newline, and closes the pipe.
+  void finish() {
+    if (!pending.empty()) write_all(destination, prefix + pending + "\n");
+    pending.clear();
+    if (fd >= 0) close(fd);
+    fd = -1;
+  }
+
+  void write_complete_lines(std::size_t search_from) {
+    std::string lines;
+    std::size_t start = 0;
+    for (auto newline = pending.find('\n', search_from); newline != std::string::npos;
+         newline = pending.find('\n', start)) {
+      lines.append(prefix).append(pending, start, newline + 1 - start);
+      start = newline + 1;
+    }
+    write_all(destination, lines);
+    pending.erase(0, start);
+  }
+};
+
+// ---- The supervisor ---------------------------------------------------------
+
+struct rank_process {
+  int rank = 0;
+  int local_rank = 0;
+  pid_t pid = -1;
+  bool running = false;
+  int wait_status = 0;
+  output_stream out;
+  output_stream err;
+};
+
+bool exited_cleanly(int wait_status) { return WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0; }
+
+// The status a shell would report: the exit status, or 128 + the signal.
+int shell_status(int wait_status) {
+  return WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 128 + WTERMSIG(wait_status);
+}
+
+steady::duration seconds(double count) {
+  return std::chrono::duration_cast<steady::duration>(std::chrono::duration<double>(count));
+}
+
+// Why the job is being stopped; the first reason decides the exit status.
+enum class stop_reason { none, rank_failed, launcher_signalled, timed_out };
+
+class supervisor {
+ public:
+  explicit supervisor(job j) : job_(std::move(j)), launcher_pid_(getpid()) {
+    for (const auto& word : job_.opts.command) argv_.push_back(const_cast<char*>(word.c_str()));
+    argv_.push_back(nullptr);
+    ranks_.resize(static_cast<std::size_t>(job_.opts.nproc));  // never resized again: first_failure_ points in
+    for (int local = 0; local < job_.opts.nproc; ++local) {
+      rank_process& rank = ranks_[static_cast<std::size_t>(local)];
+      rank.local_rank = local;
+      rank.rank = job_.opts.node_rank * job_.opts.nproc + local;
+      // (Not "[" + ...: that trips a false -Wrestrict in GCC 12.)
+      const auto prefix = job_.opts.prefix ? std::string("[").append(std::to_string(rank.rank)).append("] ") : "";
+      rank.out = {.fd = -1, .destination = STDOUT_FILENO, .prefix = prefix, .pending = {}};
+      rank.err = {.fd = -1, .destination = STDERR_FILENO, .prefix = prefix, .pending = {}};
+    }
+    if (job_.opts.timeout_s > 0) job_deadline_ = steady::now() + seconds(job_.opts.timeout_s);
+  }
+
+  int run() {
+    start_ranks();
+    while (any_running()) {
+      wait_for_events();
+      handle_launcher_signals();
+      reap_exited_ranks();
+      stop_if_timed_out();
+      send_due_signals();
+    }
+    for (auto& rank : ranks_) {
+      for (output_stream* stream : {&rank.out, &rank.err}) {
+        stream->drain();  // a child of the rank may still hold the pipe open: take what is there
+        stream->finish();
+      }
+    }
+    for (const auto& rank : ranks_) {
+      if (!exited_cleanly(rank.wait_status)) say("rank " + std::to_string(rank.rank) + " " + outcome(rank));
+    }
+    return exit_status();
+  }
+
+ private:
+  // If a rank cannot be started, the job ends at once: the ranks already started
+  // die with the launcher (PR_SET_PDEATHSIG).
+  void start_ranks() {
+    for (auto& rank : ranks_) start_rank(rank);
+  }
+
+  void start_rank(rank_process& rank) {
+    const auto what_failed = "cannot start rank " + std::to_string(rank.rank) + ": ";
+    std::array<int, 2> out{}, err{};
+    if (pipe2(out.data(), O_CLOEXEC) != 0 || pipe2(err.data(), O_CLOEXEC) != 0)
+      fail(errno_text(what_failed + "pipe"));
+    // Blocked until the child has restored the default handlers.
+    const sigset_t handled = handled_signal_set();
+    sigset_t old_mask;
+    sigprocmask(SIG_BLOCK, &handled, &old_mask);
+    const pid_t pid = fork();
+    if (pid == 0) become_rank(rank, out[1], err[1], old_mask);
+    if (pid < 0) fail(errno_text(what_failed + "fork"));
+    sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+    setpgid(pid, pid);  // the child does it too: whoever comes first, kill(-pid) finds the group
+    for (const int fd : {out[1], err[1]}) close(fd);
+    for (const int fd : {out[0], err[0]}) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    rank.pid = pid;
+    rank.running = true;
+    rank.out.fd = out[0];
+    rank.err.fd = err[0];
+  }
+
+  // The child's side of fork(): move into a process group of its own (so that a
+  // terminal's Ctrl-C reaches only the launcher, which passes it on), and become
+  // the program.
+  [[noreturn]] void become_rank(const rank_process& rank, int out_fd, int err_fd, const sigset_t& mask) const {
+    restore_default_signals();
+    sigprocmask(SIG_SETMASK, &mask, nullptr);
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);  // if the launcher dies, even by SIGKILL, the rank goes too
+    if (getppid() != launcher_pid_) _exit(exit_cannot_run);  // it died before prctl()
+    dup2(open("/dev/null", O_RDONLY | O_CLOEXEC), STDIN_FILENO);
+    dup2(out_fd, STDOUT_FILENO);
+    dup2(err_fd, STDERR_FILENO);
+    for (const auto& [name, value] : rank_environment(rank)) setenv(name.c_str(), value.c_str(), 1);
+    execvp(argv_[0], argv_.data());
+    write_all(STDERR_FILENO, "collectives-run: " + errno_text("cannot run " + job_.opts.command[0]) + "\n");
+    _exit(exit_cannot_run);
+  }
+
+  std::vector<std::pair<std::string, std::string>> rank_environment(const rank_process& rank) const {
+    const options& o = job_.opts;
+    return {{"RANK", std::to_string(rank.rank)},
+            {"WORLD_SIZE", std::to_string(o.nnodes * o.nproc)},
+            {"LOCAL_RANK", std::to_string(rank.local_rank)},
+            {"LOCAL_WORLD_SIZE", std::to_string(o.nproc)},
+            {"GROUP_RANK", std::to_string(o.node_rank)},
+            {"MASTER_ADDR", job_.master_addr},
+            {"MASTER_PORT", job_.master_port},
+            {"COLLECTIVES_JOB_TOKEN", job_.token}};
+  }
+
+  bool any_running() const {
+    return std::any_of(ranks_.begin(), ranks_.end(), [](const rank_process& rank) { return rank.running; });
+  }
+
+  // Sleeps until output arrives, a signal comes in, or the next deadline passes.
+  void wait_for_events() {
+    std::vector<pollfd> watched{{.fd = signal_pipe[0], .events = POLLIN, .revents = 0}};
+    std::vector<output_stream*> streams{nullptr};
+    for (auto& rank : ranks_) {
+      for (output_stream* stream : {&rank.out, &rank.err}) {
+        if (stream->fd < 0) continue;
+        watched.push_back({.fd = stream->fd, .events = POLLIN, .revents = 0});
+        streams.push_back(stream);
+      }
+    }
+    if (poll(watched.data(), watched.size(), milliseconds_to_next_deadline()) <= 0) return;
+    for (std::size_t i = 1; i < watched.size(); ++i) {
+      if (watched[i].revents != 0) streams[i]->read_chunk();  // one chunk each: fair to all ranks
+    }
+  }
+
+  int milliseconds_to_next_deadline() const {
+    std::optional<steady::time_point> next = job_deadline_;
+    if (!pending_signals_.empty() && (!next || pending_signals_.begin()->first < *next))
+      next = pending_signals_.begin()->first;
+    if (!next) return -1;
+    const auto wait = std::chrono::ceil<std::chrono::milliseconds>(*next - steady::now()).count();
+    return static_cast<int>(std::clamp<decltype(wait)>(wait, 0, 60'000));
+  }
+
+  void handle_launcher_signals() {
+    std::array<unsigned char, 64> received;
+    for (ssize_t count; (count = read(signal_pipe[0], received.data(), received.size())) > 0;) {
+      for (const int signal_number : std::span(received).first(static_cast<std::size_t>(count))) {
+        if (signal_number != SIGCHLD) pass_on(signal_number);  // SIGCHLD only wakes the loop up
+      }
+    }
+  }
+
+  void pass_on(int signal_number) {
+    say("received " + signal_name(signal_number) + "; passing it on to the ranks");
+    if (begin_stop(stop_reason::launcher_signalled)) received_signal_ = signal_number;
+    schedule(steady::now(), signal_number);
+    schedule(steady::now() + seconds(job_.opts.grace_s), SIGKILL);
+  }
+
+  void reap_exited_ranks() {
+    for (auto& rank : ranks_) {
+      int status = 0;
+      if (!rank.running || waitpid(rank.pid, &status, WNOHANG) != rank.pid) continue;
+      rank.running = false;
+      rank.wait_status = status;
+      rank.out.drain();  // its last words come before the news of its end
+      rank.err.drain();
+      if (!exited_cleanly(status) && begin_stop(stop_reason::rank_failed)) stop_after_failure(rank);
+    }
+  }
+
+  void stop_after_failure(const rank_process& rank) {
+    first_failure_ = &rank;
+    std::string news =
+        "rank " + std::to_string(rank.rank) + " (pid " + std::to_string(rank.pid) + ") " + outcome(rank);
+    if (any_running()) news += "; stopping the other ranks in " + format_seconds(job_.opts.grace_s);
+    say(news);
+    const auto sigterm_at = steady::now() + seconds(job_.opts.grace_s);
+    schedule(sigterm_at, SIGTERM);
+    schedule(sigterm_at + sigterm_to_sigkill, SIGKILL);
+  }
+
+  void stop_if_timed_out() {
+    if (!job_deadline_ || steady::now() < *job_deadline_) return;
+    job_deadline_.reset();
+    say("the job timed out after " + format_seconds(job_.opts.timeout_s) + "; stopping the ranks");
+    begin_stop(stop_reason::timed_out);
+    schedule(steady::now(), SIGTERM);
+    schedule(steady::now() + sigterm_to_sigkill, SIGKILL);
+  }
+
+  // Records the reason unless the job is already stopping; true if it was recorded.
+  bool begin_stop(stop_reason reason) {
+    if (stop_reason_ != stop_reason::none) return false;
+    stop_reason_ = reason;
+    return true;
+  }
+
+  void schedule(steady::time_point when, int signal_number) { pending_signals_.emplace(when, signal_number); }
+
+  void send_due_signals() {
+    while (!pending_signals_.empty() && pending_signals_.begin()->first <= steady::now()) {
+      const int signal_number = pending_signals_.begin()->second;
+      pending_signals_.erase(pending_signals_.begin());
+      sent_signals_.insert(signal_number);
+      for (const auto& rank : ranks_) {
+        if (rank.running) kill(-rank.pid, signal_number);  // the rank's whole process group
+      }
+    }
+  }
+
+  std::string outcome(const rank_process& rank) const {
+    const int status = rank.wait_status;
+    if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+    const int signal_number = WTERMSIG(status);
+    if (sent_signals_.contains(signal_number)) return "stopped by collectives-run (" + signal_name(signal_number) + ")";
+    return "was killed by signal " + std::to_string(signal_number) + " (" + strsignal(signal_number) + ")";
+  }
+
+  int exit_status() const {
+    switch (stop_reason_) {
+      case stop_reason::none: return 0;
+      case stop_reason::rank_failed: return shell_status(first_failure_->wait_status);
+      case stop_reason::launcher_signalled: return 128 + received_signal_;
+      case stop_reason::timed_out: return exit_timed_out;
+    }
+    return 1;
+  }
+
+  job job_;
+  pid_t launcher_pid_;
+  std::vector<char*> argv_;  // execvp's view of job_.opts.command
+  std::vector<rank_process> ranks_;
+  std::optional<steady::time_point> job_deadline_;
+  std::multimap<steady::time_point, int> pending_signals_;  // to send to the running ranks, by time
+  std::set<int> sent_signals_;
+  stop_reason stop_reason_ = stop_reason::none;
+  const rank_process* first_failure_ = nullptr;
+  int received_signal_ = 0;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  job the_job = resolve_job(parse_options(argc, argv));
+  install_signal_handlers();
+  return supervisor(std::move(the_job)).run();
+}
