@@ -1,0 +1,88 @@
+// The first meeting of a job's ranks: opens the store they all share, as the launch
+// describes it. With COLLECTIVES_STORE_DIR set that is a file store in that directory;
+// otherwise rank 0 serves a TCP store on MASTER_PORT and every rank, rank 0 included,
+// connects to it at MASTER_ADDR.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#include <boost/asio/ip/address.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
+#include "../concepts/transport.hpp"
+#include "../error.hpp"
+#include "auth.hpp"
+#include "environment.hpp"
+#include "file_store.hpp"
+#include "store.hpp"
+#include "tcp_store.hpp"
+
+namespace collectives::bootstrap {
+
+struct store_session {
+  std::unique_ptr<tcp_store_server> server;  // on rank 0 of a TCP store only
+  std::unique_ptr<key_value_store> store;
+  // Rank 0 serves the other ranks until they are done with the store: closing its
+  // session closes its own client, then waits up to this long for every other rank to
+  // hang up. Otherwise a rank still reading the answer to its last request (say, the
+  // release from a final barrier that rank 0 completed) would find the store gone.
+  std::chrono::milliseconds linger{10000};
+
+  store_session() = default;
+  store_session(store_session&&) = default;
+  store_session& operator=(store_session&&) = delete;  // which store goes first would be a trap
+  ~store_session() {
+    store.reset();
+    if (!server) return;
+    for (const auto until = clock::now() + linger; server->clients() > 0 && clock::now() < until;)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+};
+
+namespace detail {
+
+// Rank 0 listens on every address of MASTER_ADDR's family, so the other ranks reach it
+// by whichever of its addresses MASTER_ADDR names.
+inline boost::asio::ip::tcp::endpoint store_listen_endpoint(const launch_info& launch) {
+  boost::system::error_code ec;
+  const auto address = boost::asio::ip::make_address(without_brackets(launch.master_addr), ec);
+  const bool v6 = !ec && address.is_v6();
+  return {v6 ? boost::asio::ip::tcp::v6() : boost::asio::ip::tcp::v4(), launch.master_port};
+}
+
+}  // namespace detail
+
+// Opens this rank's view of the job's store; `until` bounds connecting to it (ranks
+// may start well before rank 0's server is up).
+inline store_session open_store(const launch_info& launch, const auth::job_token& token, deadline until) {
+  store_session session;
+  if (const auto dir = detail::variable("COLLECTIVES_STORE_DIR")) {
+    // A subdirectory per job token, so jobs that share the directory never collide; the
+    // digest names it without writing the secret itself into the file system.
+    const auto job = detail::sha256_hex(token.secret()).substr(0, 16);
+    session.store = std::make_unique<file_store>(std::filesystem::path(*dir) / job);
+    return session;
+  }
+  if (launch.master_addr.empty() || launch.master_port == 0)
+    throw error(errc::invalid_config,
+                "a TCP store needs MASTER_ADDR and MASTER_PORT (or set COLLECTIVES_STORE_DIR for a file store)");
+  if (launch.rank == 0) {
+    try {
+      session.server = std::make_unique<tcp_store_server>(detail::store_listen_endpoint(launch), token);
+    } catch (const error& e) {
+      const std::string port = "MASTER_PORT " + std::to_string(launch.master_port);
+      if (std::string_view(e.what()).find(detail::port_in_use) != std::string_view::npos)
+        throw error(errc::invalid_config,
+                    port + detail::port_in_use + " (another job, or an earlier run of this one?); choose a free port");
+      throw error(errc::invalid_config, port + " cannot be served on this host: " + e.what());
+    }
+  }
+  session.store = std::make_unique<tcp_store>(launch.master_addr, launch.master_port, token, until);
+  return session;
+}
+
+}  // namespace collectives::bootstrap

@@ -1,0 +1,227 @@
+// detect_launch: each launcher's variables, which wins when several are set, and the
+// message for each malformed or missing value.
+#include <doctest/doctest.h>
+
+#include <stdlib.h>
+
+#include <map>
+#include <ostream>  // lets doctest print an error_code
+#include <string>
+#include <utility>
+
+#include <collectives/bootstrap/environment.hpp>
+
+using collectives::errc;
+using collectives::bootstrap::detect_launch;
+using collectives::bootstrap::launch_info;
+
+namespace {
+
+// Clears every variable detect_launch reads, and puts them all back afterwards.
+class clean_environment {
+ public:
+  clean_environment() {
+    for (const char* name : names) {
+      if (const char* value = std::getenv(name)) saved_[name] = value;
+      ::unsetenv(name);
+    }
+  }
+  ~clean_environment() {
+    for (const char* name : names) ::unsetenv(name);
+    for (const auto& [name, value] : saved_) ::setenv(name.c_str(), value.c_str(), 1);
+  }
+  clean_environment(const clean_environment&) = delete;
+  clean_environment& operator=(const clean_environment&) = delete;
+
+  void set(const char* name, const std::string& value) { ::setenv(name, value.c_str(), 1); }
+  void set(std::initializer_list<std::pair<const char*, const char*>> assignments) {
+    for (const auto& [name, value] : assignments) set(name, value);
+  }
+  void torchrun(const char* rank = "1", const char* size = "4") {
+    set({{"RANK", rank}, {"WORLD_SIZE", size}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29500"}});
+  }
+
+ private:
+  static constexpr const char* names[] = {"RANK",
+                                          "WORLD_SIZE",
+                                          "LOCAL_RANK",
+                                          "LOCAL_WORLD_SIZE",
+                                          "OMPI_COMM_WORLD_RANK",
+                                          "OMPI_COMM_WORLD_SIZE",
+                                          "OMPI_COMM_WORLD_LOCAL_RANK",
+                                          "OMPI_COMM_WORLD_LOCAL_SIZE",
+                                          "SLURM_PROCID",
+                                          "SLURM_NTASKS",
+                                          "SLURM_LOCALID",
+                                          "SLURM_NTASKS_PER_NODE",
+                                          "SLURM_STEP_TASKS_PER_NODE",
+                                          "SLURM_NODEID",
+                                          "MASTER_ADDR",
+                                          "MASTER_PORT",
+                                          "COLLECTIVES_STORE_DIR"};
+  std::map<std::string, std::string> saved_;
+};
+
+// detect_launch() must fail with errc::invalid_config; returns the message.
+std::string config_error() {
+  try {
+    detect_launch();
+  } catch (const collectives::error& e) {
+    CHECK(e.code() == errc::invalid_config);
+    return e.what();
+  }
+  FAIL("detect_launch() accepted the environment");
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("torchrun-style variables") {
+  clean_environment env;
+  env.torchrun("2", "8");
+  env.set({{"LOCAL_RANK", "0"}, {"LOCAL_WORLD_SIZE", "4"}});
+  const launch_info info = detect_launch();
+  CHECK(info.origin == "torchrun-style environment");
+  CHECK(info.rank == 2);
+  CHECK(info.size == 8);
+  CHECK(info.local_rank == 0);
+  CHECK(info.local_size == 4);
+  CHECK(info.master_addr == "127.0.0.1");
+  CHECK(info.master_port == 29500);
+}
+
+TEST_CASE("without local variables a process is taken to be alone on its host") {
+  clean_environment env;
+  env.torchrun("3", "4");
+  auto info = detect_launch();
+  CHECK(info.local_rank == 0);
+  CHECK(info.local_size == 1);
+  env.set("LOCAL_RANK", "2");
+  info = detect_launch();
+  CHECK(info.local_rank == 2);
+  CHECK(info.local_size == 3);  // the smallest size that fits the local rank
+}
+
+TEST_CASE("Open MPI variables") {
+  clean_environment env;
+  env.set({{"OMPI_COMM_WORLD_RANK", "5"},
+           {"OMPI_COMM_WORLD_SIZE", "6"},
+           {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+           {"OMPI_COMM_WORLD_LOCAL_SIZE", "3"},
+           {"MASTER_ADDR", "node0"},
+           {"MASTER_PORT", "1234"}});
+  const auto info = detect_launch();
+  CHECK(info.origin == "Open MPI");
+  CHECK(info.rank == 5);
+  CHECK(info.size == 6);
+  CHECK(info.local_rank == 1);
+  CHECK(info.local_size == 3);
+  CHECK(info.master_addr == "node0");
+  CHECK(info.master_port == 1234);
+}
+
+TEST_CASE("Slurm variables, and the local size from each place Slurm may put it") {
+  clean_environment env;
+  env.set({{"SLURM_PROCID", "4"},
+           {"SLURM_NTASKS", "7"},
+           {"SLURM_LOCALID", "1"},
+           {"MASTER_ADDR", "::1"},
+           {"MASTER_PORT", "65535"}});
+  auto info = detect_launch();
+  CHECK(info.origin == "Slurm");
+  CHECK(info.rank == 4);
+  CHECK(info.size == 7);
+  CHECK(info.local_rank == 1);
+  CHECK(info.local_size == 2);  // nothing says: the smallest size that fits
+  CHECK(info.master_port == 65535);
+
+  env.set({{"SLURM_STEP_TASKS_PER_NODE", "3(x2),1"}, {"SLURM_NODEID", "1"}});
+  CHECK(detect_launch().local_size == 3);
+  env.set("SLURM_NODEID", "2");
+  CHECK(detect_launch().local_size == 2);  // 1 task on node 2, but local rank 1 needs at least 2
+  env.set("SLURM_NTASKS_PER_NODE", "4");   // a plain number is taken first
+  CHECK(detect_launch().local_size == 4);
+  env.set("SLURM_NTASKS_PER_NODE", "2(x3)");  // not a plain number: back to the layout
+  env.set("SLURM_NODEID", "0");
+  CHECK(detect_launch().local_size == 3);
+}
+
+TEST_CASE("torchrun-style variables win over Open MPI's, which win over Slurm's") {
+  clean_environment env;
+  env.set({{"SLURM_PROCID", "0"},
+           {"SLURM_NTASKS", "2"},
+           {"OMPI_COMM_WORLD_RANK", "1"},
+           {"OMPI_COMM_WORLD_SIZE", "3"},
+           {"MASTER_ADDR", "h"},
+           {"MASTER_PORT", "1"}});
+  CHECK(detect_launch().origin == "Open MPI");
+  env.set({{"RANK", "2"}, {"WORLD_SIZE", "4"}});
+  const auto info = detect_launch();
+  CHECK(info.origin == "torchrun-style environment");
+  CHECK(info.rank == 2);
+}
+
+TEST_CASE("a file store makes MASTER_ADDR and MASTER_PORT optional") {
+  clean_environment env;
+  env.set({{"RANK", "0"}, {"WORLD_SIZE", "1"}});
+  CHECK(config_error().find("MASTER_ADDR is not set") != std::string::npos);
+  env.set("MASTER_ADDR", "host");
+  CHECK(config_error().find("MASTER_PORT is not set") != std::string::npos);
+  env.set("COLLECTIVES_STORE_DIR", "/shared/dir");
+  const auto info = detect_launch();
+  CHECK(info.master_addr == "host");
+  CHECK(info.master_port == 0);
+}
+
+TEST_CASE("each malformed value is named with what was expected") {
+  const std::pair<std::pair<const char*, const char*>, const char*> cases[] = {
+      {{"RANK", "abc"}, "RANK=abc is not a whole number (expected the rank of this process, from 0)"},
+      {{"RANK", "-1"}, "RANK=-1 is out of range"},
+      {{"RANK", "+1"}, "RANK=+1 is not a whole number"},
+      {{"RANK", " 1"}, "RANK=' 1' is not a whole number"},
+      {{"RANK", "1x"}, "RANK=1x is not a whole number"},
+      {{"RANK", "4"}, "RANK=4 is not below WORLD_SIZE=4"},
+      {{"RANK", "99999999999999999999"}, "RANK=99999999999999999999 is out of range"},
+      {{"WORLD_SIZE", "0"}, "WORLD_SIZE=0 is out of range (expected the number of processes in the job, at least 1)"},
+      {{"WORLD_SIZE", "four"}, "WORLD_SIZE=four is not a whole number"},
+      {{"LOCAL_RANK", "x"}, "LOCAL_RANK=x is not a whole number"},
+      {{"LOCAL_WORLD_SIZE", "2"}, "LOCAL_WORLD_SIZE is set but LOCAL_RANK is not"},
+      {{"MASTER_PORT", "0"}, "MASTER_PORT=0 is out of range (expected a TCP port, 1 to 65535)"},
+      {{"MASTER_PORT", "65536"}, "MASTER_PORT=65536 is out of range"},
+      {{"MASTER_PORT", "http"}, "MASTER_PORT=http is not a whole number"},
+  };
+  for (const auto& c : cases) {
+    const char* name = c.first.first;
+    const char* value = c.first.second;
+    CAPTURE(name);
+    CAPTURE(value);
+    clean_environment env;
+    env.torchrun("1", "4");
+    env.set(name, value);
+    const auto message = config_error();
+    CHECK_MESSAGE(message.find(c.second) != std::string::npos, message);
+  }
+  clean_environment env;
+  env.torchrun("1", "4");
+  env.set({{"LOCAL_RANK", "2"}, {"LOCAL_WORLD_SIZE", "2"}});
+  CHECK(config_error().starts_with("LOCAL_RANK=2 is not below LOCAL_WORLD_SIZE=2"));
+  env.set({{"LOCAL_RANK", "0"}, {"LOCAL_WORLD_SIZE", "5"}});
+  CHECK(config_error().starts_with("LOCAL_WORLD_SIZE=5 is larger than WORLD_SIZE=4"));
+  env.set({{"OMPI_COMM_WORLD_LOCAL_RANK", "0"}, {"SLURM_PROCID", "x"}});  // other launchers' values are not read
+  ::unsetenv("LOCAL_WORLD_SIZE");
+  CHECK(detect_launch().local_size == 1);
+}
+
+TEST_CASE("a half-set launcher and an empty environment are explained") {
+  clean_environment env;
+  env.set({{"OMPI_COMM_WORLD_RANK", "0"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}});
+  CHECK(
+      config_error().starts_with("OMPI_COMM_WORLD_RANK is set but OMPI_COMM_WORLD_SIZE is not; set both, or neither"));
+  ::unsetenv("OMPI_COMM_WORLD_RANK");
+  env.set("SLURM_NTASKS", "2");
+  CHECK(config_error().find("SLURM_NTASKS is set but SLURM_PROCID is not") != std::string::npos);
+  ::unsetenv("SLURM_NTASKS");
+  const auto message = config_error();
+  for (const char* way : {"collectives-run", "RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT", "mpirun", "srun"})
+    CHECK_MESSAGE(message.find(way) != std::string::npos, way);
+}

@@ -1,0 +1,148 @@
+// open_store: three threads as the ranks of a job meet through a TCP store (rank 0
+// serving it) and through a file store, and exchange values; a rank with another
+// job's token is refused; a busy MASTER_PORT is reported as such.
+#include <doctest/doctest.h>
+
+#include <stdlib.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cctype>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <collectives/bootstrap/rendezvous.hpp>
+
+#include "support.hpp"
+
+namespace boot = collectives::bootstrap;
+namespace auth = collectives::auth;
+using collectives::errc;
+using namespace test_support;
+
+namespace {
+
+// Sets COLLECTIVES_STORE_DIR (or clears it) for one test, then restores it.
+class store_dir_variable {
+ public:
+  explicit store_dir_variable(const std::optional<std::string>& value) {
+    if (const char* v = std::getenv("COLLECTIVES_STORE_DIR")) saved_ = v;
+    if (value)
+      ::setenv("COLLECTIVES_STORE_DIR", value->c_str(), 1);
+    else
+      ::unsetenv("COLLECTIVES_STORE_DIR");
+  }
+  ~store_dir_variable() {
+    if (saved_)
+      ::setenv("COLLECTIVES_STORE_DIR", saved_->c_str(), 1);
+    else
+      ::unsetenv("COLLECTIVES_STORE_DIR");
+  }
+
+ private:
+  std::optional<std::string> saved_;
+};
+
+boot::launch_info rank_of(int rank, int size, std::string address, std::uint16_t port) {
+  boot::launch_info info;
+  info.rank = rank;
+  info.size = size;
+  info.master_addr = std::move(address);
+  info.master_port = port;
+  info.origin = "arguments";
+  return info;
+}
+
+// Each of three ranks publishes a value, reads the others', and waits at a barrier so
+// that rank 0 keeps serving until all are done. Returns what each rank read.
+std::array<std::string, 3> meet(const std::string& address, std::uint16_t port, const auth::job_token& token) {
+  std::array<std::string, 3> read;
+  std::array<bool, 3> served{};
+  std::atomic<int> failures{0};
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 3; ++r)
+    ranks.emplace_back([&, r] {
+      try {
+        auto session = boot::open_store(rank_of(r, 3, address, port), token, clock::now() + 5s);
+        served[r] = session.server != nullptr;
+        session.store->set("address/" + std::to_string(r), "rank " + std::to_string(r) + " is here");
+        for (int other = 0; other < 3; ++other)
+          read[r] += session.store->get("address/" + std::to_string(other), clock::now() + 5s) + ";";
+        boot::barrier(*session.store, "leave", r, 3, clock::now() + 5s);
+      } catch (const std::exception& e) {
+        const std::string text = "rank " + std::to_string(r) + ": " + e.what();
+        MESSAGE(text);
+        ++failures;
+      }
+    });
+  for (auto& t : ranks) t.join();
+  CHECK(failures == 0);
+  CHECK(served == std::array<bool, 3>{port != 0, false, false});
+  return read;
+}
+
+const std::string everyone = "rank 0 is here;rank 1 is here;rank 2 is here;";
+
+}  // namespace
+
+TEST_CASE("three ranks meet through a TCP store that rank 0 serves") {
+  store_dir_variable no_dir(std::nullopt);
+  const auth::job_token token("rendezvous-token");
+  for (const auto& read : meet("127.0.0.1", free_port(), token)) CHECK(read == everyone);
+  if (ipv6_loopback_available()) {
+    for (const auto& read : meet("[::1]", free_port("::1"), token)) CHECK(read == everyone);
+  }
+}
+
+TEST_CASE("three ranks meet through a file store, in a directory of their own job") {
+  temp_dir shared;
+  store_dir_variable dir(shared.path().string());
+  const auth::job_token token("file-rendezvous-token");
+  for (const auto& read : meet("", 0, token)) CHECK(read == everyone);
+
+  std::vector<std::filesystem::path> jobs(std::filesystem::directory_iterator(shared.path()), {});
+  REQUIRE(jobs.size() == 1);
+  const auto name = jobs[0].filename().string();
+  CHECK(name.size() == 16);
+  CHECK(std::all_of(name.begin(), name.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); }));
+  CHECK(name.find("file-rendezvous") == std::string::npos);  // the secret itself is not written anywhere
+
+  // Another job in the same directory sees none of the first job's keys.
+  auto other = boot::open_store(rank_of(0, 1, "", 0), auth::job_token("another-job"), clock::now() + 1s);
+  CHECK_FALSE(other.store->check({"address/0"}));
+  CHECK(std::distance(std::filesystem::directory_iterator(shared.path()), {}) == 2);
+}
+
+TEST_CASE("a rank with another job's token is refused by the TCP store") {
+  store_dir_variable no_dir(std::nullopt);
+  const auto port = free_port();
+  auto rank0 = boot::open_store(rank_of(0, 2, "127.0.0.1", port), auth::job_token("job-a"), clock::now() + 2s);
+  const auto start = clock::now();
+  try {
+    boot::open_store(rank_of(1, 2, "127.0.0.1", port), auth::job_token("job-b"), clock::now() + 2s);
+    FAIL("a rank of another job was admitted");
+  } catch (const collectives::error& e) {
+    CHECK(e.code() == errc::unauthorized);
+  }
+  CHECK(since(start) < 1s);
+  rank0.store->set("still", "serving");
+  CHECK(rank0.store->get("still", clock::now() + 1s) == "serving");
+}
+
+TEST_CASE("a busy MASTER_PORT on rank 0 is reported as such") {
+  store_dir_variable no_dir(std::nullopt);
+  boost::asio::io_context io;
+  tcp::acceptor squatter(io, tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), 0));
+  const auto port = squatter.local_endpoint().port();
+  try {
+    boot::open_store(rank_of(0, 2, "127.0.0.1", port), auth::job_token("job"), clock::now() + 1s);
+    FAIL("rank 0 served a store on a busy port");
+  } catch (const collectives::error& e) {
+    CHECK(e.code() == errc::invalid_config);
+    CHECK_MESSAGE(std::string(e.what()).starts_with("MASTER_PORT " + std::to_string(port) + " is in use on this host"),
+                  e.what());
+  }
+}
