@@ -5,9 +5,13 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
 #include <utility>
 
 #include "concepts/transport.hpp"
+#include "error.hpp"
 
 namespace collectives {
 
@@ -22,6 +26,25 @@ class communicator {
 
   explicit communicator(Transport transport, std::chrono::milliseconds timeout = default_timeout)
       : transport_(std::move(transport)), timeout_(timeout) {}
+
+  // A communicator for the job the environment describes, for transports that can
+  // join one that way (tcp). The timeout comes from COLLECTIVES_TIMEOUT (seconds).
+  static communicator from_env()
+    requires requires { Transport::from_env(); }
+  {
+    return communicator(Transport::from_env(), timeout_from_env());
+  }
+
+  // COLLECTIVES_TIMEOUT in seconds (fractions allowed), or the default.
+  static std::chrono::milliseconds timeout_from_env() {
+    const char* v = std::getenv("COLLECTIVES_TIMEOUT");
+    if (v == nullptr) return default_timeout;
+    char* end = nullptr;
+    const double seconds = std::strtod(v, &end);
+    if (end == v || *end != '\0' || !(seconds > 0))
+      throw error(errc::invalid_config, std::string("COLLECTIVES_TIMEOUT=") + v + " is not a positive number of seconds");
+    return std::chrono::milliseconds{static_cast<long long>(seconds * 1000)};
+  }
 
   int rank() const { return transport_.rank(); }
   int size() const { return transport_.size(); }
@@ -49,10 +72,19 @@ class communicator {
   // never match each other. Every rank must make the same calls in the same order.
   std::uint64_t next_call() noexcept { return ++calls_; }
 
+  // For the debug log: true when `call` now runs a different algorithm than it last did.
+  bool note_algorithm(std::string_view call, const char* algorithm) {
+    for (auto& [c, a] : algorithms_)
+      if (c == call) return std::exchange(a, algorithm) != algorithm;
+    algorithms_.emplace_back(std::string(call), algorithm);
+    return true;
+  }
+
  private:
   Transport transport_;
   std::chrono::milliseconds timeout_;
   std::uint64_t calls_ = 0;
+  std::vector<std::pair<std::string, const char*>> algorithms_;
   bool check_calls_ = [] {
     const char* v = std::getenv("COLLECTIVES_CHECK_CALLS");
     return v != nullptr && std::strcmp(v, "0") != 0;

@@ -9,12 +9,14 @@
 #include <string>
 #include <type_traits>
 
+#include "../algorithm/automatic.hpp"
 #include "../algorithm/executor.hpp"
 #include "../algorithm/schedule.hpp"
 #include "../communicator.hpp"
 #include "../concepts/algorithm.hpp"
 #include "../concepts/reduce_op.hpp"
 #include "../error.hpp"
+#include "../log.hpp"
 #include "../ops/host_reduce.hpp"
 #include "call_check.hpp"
 
@@ -129,6 +131,25 @@ constexpr bool check_reduction() {
   return true;
 }
 
+// The algorithm that will run the call: Algorithm itself, or what automatic picks.
+template <class Algorithm, class Kind>
+const char* algorithm_name(Kind k, const plan_request& r) {
+  if constexpr (!std::is_same_v<Algorithm, automatic>) return Algorithm::name;
+  else if constexpr (requires { automatic::choose(k, r); }) return to_string(automatic::choose(k, r));
+  else return direct::name;
+}
+
+// With COLLECTIVES_DEBUG=INFO: which algorithm each kind of call runs, whenever that
+// changes (automatic picks by size).
+template <class Algorithm, class Kind, class Communicator>
+void log_algorithm(Communicator& comm, const char* call, Kind k, const plan_request& r) {
+  if (!log::enabled(log::level::info)) return;
+  const char* chosen = algorithm_name<Algorithm>(k, r);
+  if (comm.note_algorithm(call, chosen))
+    log::info("rank " + std::to_string(r.rank) + ": " + call + " of " + std::to_string(r.count * r.element_size) +
+              " bytes runs " + chosen + (std::is_same_v<Algorithm, automatic> ? " (automatic)" : ""));
+}
+
 // Plans the call with Algorithm and runs it on this rank.
 template <class Algorithm, class Space = host_memory, class Kind, transport Tr, class T, class Op>
 void run(communicator<Tr>& comm, const char* call, Kind kind, plan_request req, const T* input, T* output, Op& op) {
@@ -142,6 +163,7 @@ void run(communicator<Tr>& comm, const char* call, Kind kind, plan_request req, 
   req.costs = costs_of<Tr>();
   if (comm.checks_calls())  // all_to_allv's counts differ by rank by design
     check_same_call<Algorithm, Op>(comm, call, req, !std::is_same_v<Kind, kind::all_to_allv>);
+  log_algorithm<Algorithm>(comm, call, kind, req);
   const schedule plan = Algorithm::plan(kind, req);
   execute<Space>(plan, comm.transport(), call_buffers<T, Space>{input, output}, op,
                  call_context::starting_now(call, comm.next_call(), comm.timeout()));

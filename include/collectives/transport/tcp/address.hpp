@@ -1,0 +1,127 @@
+// Which local address a rank listens on, and how addresses are written in the store.
+#pragma once
+
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+
+#include <cstring>
+#include <string>
+#include <string_view>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ip/udp.hpp>
+
+#include "../../error.hpp"
+
+namespace collectives::tcp_detail {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+
+struct local_interface {
+  std::string name;  // e.g. "eth0"; empty when no interface carries the address
+  asio::ip::address address;
+};
+
+// "10.0.0.1:4242" or "[fe80::1%eth0]:4242"
+inline std::string format_endpoint(const tcp::endpoint& e) {
+  const auto a = e.address();
+  return (a.is_v6() ? "[" + a.to_string() + "]" : a.to_string()) + ":" + std::to_string(e.port());
+}
+
+// Host and port of "host:port", "[v6]:port" or "v6-without-brackets" plus a port.
+inline std::pair<std::string, std::string> split_host_port(std::string_view s) {
+  if (!s.empty() && s.front() == '[') {
+    const auto close = s.find(']');
+    if (close != std::string_view::npos && close + 1 < s.size() && s[close + 1] == ':')
+      return {std::string(s.substr(1, close - 1)), std::string(s.substr(close + 2))};
+  } else if (const auto colon = s.rfind(':'); colon != std::string_view::npos) {
+    return {std::string(s.substr(0, colon)), std::string(s.substr(colon + 1))};
+  }
+  throw error(errc::invalid_config, "\"" + std::string(s) + "\" is not HOST:PORT");
+}
+
+// An address with brackets stripped ("[::1]" -> "::1"), as users write IPv6 hosts.
+inline std::string strip_brackets(std::string host) {
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  return host;
+}
+
+// Every address of every interface that is up.
+template <class Visit>
+void for_each_interface_address(Visit&& visit) {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return;
+  for (ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
+    if (i->ifa_addr == nullptr || !(i->ifa_flags & IFF_UP)) continue;
+    asio::ip::address a;
+    if (i->ifa_addr->sa_family == AF_INET) {
+      const auto* in = reinterpret_cast<const sockaddr_in*>(i->ifa_addr);
+      asio::ip::address_v4::bytes_type b;
+      std::memcpy(b.data(), &in->sin_addr, b.size());
+      a = asio::ip::address_v4(b);
+    } else if (i->ifa_addr->sa_family == AF_INET6) {
+      const auto* in6 = reinterpret_cast<const sockaddr_in6*>(i->ifa_addr);
+      asio::ip::address_v6::bytes_type b;
+      std::memcpy(b.data(), &in6->sin6_addr, b.size());
+      a = asio::ip::address_v6(b, in6->sin6_scope_id);
+    } else {
+      continue;
+    }
+    visit(std::string(i->ifa_name), a);
+  }
+  freeifaddrs(list);
+}
+
+inline std::string interface_of(const asio::ip::address& a) {
+  std::string name;
+  for_each_interface_address([&](const std::string& n, const asio::ip::address& x) {
+    if (name.empty() && x == a) name = n;
+  });
+  return name;
+}
+
+// The address this host uses to reach `host`: the kernel's route, found by
+// connecting a UDP socket (which sends nothing).
+inline asio::ip::address route_to(const std::string& host) {
+  asio::io_context io;
+  boost::system::error_code ec;
+  asio::ip::udp::resolver resolver(io);
+  const auto found = resolver.resolve(strip_brackets(host), "9", ec);
+  if (ec || found.empty())
+    throw error(errc::invalid_config, "cannot resolve MASTER_ADDR \"" + host + "\": " + ec.message());
+  asio::ip::udp::socket probe(io);
+  for (const auto& entry : found) {
+    probe.close(ec);
+    probe.open(entry.endpoint().protocol(), ec);
+    if (!ec) probe.connect(entry.endpoint(), ec);
+    if (!ec) return probe.local_endpoint().address();
+  }
+  throw error(errc::invalid_config, "no route from this host to MASTER_ADDR \"" + host + "\": " + ec.message());
+}
+
+// The interface to listen on. `wanted` (COLLECTIVES_SOCKET_IFNAME) is an interface
+// name or an address; when empty, the interface that routes to the master is used,
+// so ranks reach each other the way they reach the store.
+inline local_interface choose_interface(const std::string& wanted, const std::string& master) {
+  if (wanted.empty()) {
+    const auto a = route_to(master);
+    return {interface_of(a), a};
+  }
+  boost::system::error_code ec;
+  const auto literal = asio::ip::make_address(strip_brackets(wanted), ec);
+  if (!ec) return {interface_of(literal), literal};
+  // An interface name: its IPv4 address if it has one, else its first IPv6 one.
+  local_interface found;
+  for_each_interface_address([&](const std::string& n, const asio::ip::address& a) {
+    if (n != wanted) return;
+    if (found.name.empty() || (a.is_v4() && !found.address.is_v4())) found = {n, a};
+  });
+  if (found.name.empty())
+    throw error(errc::invalid_config, "COLLECTIVES_SOCKET_IFNAME=" + wanted +
+                                          " is neither an address nor an interface of this host that is up");
+  return found;
+}
+
+}  // namespace collectives::tcp_detail

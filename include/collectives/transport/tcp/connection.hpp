@@ -1,0 +1,86 @@
+// The TCP transport's per-request and per-connection state. Kept apart from the
+// transport's logic so each reads on its own.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <boost/asio/ip/tcp.hpp>
+
+#include "../../concepts/transport.hpp"
+#include "frame.hpp"
+
+namespace collectives::tcp_detail {
+
+inline constexpr std::uint32_t no_slot = UINT32_MAX;
+
+enum class op_type : std::uint8_t { send, recv, recv_reduce };
+enum class op_state : std::uint8_t { posted, moving, done, failed };
+
+// One posted send or receive.
+struct pending_op {
+  op_type type = op_type::send;
+  op_state state = op_state::posted;
+  int peer = -1;
+  message_tag tag{};
+  std::span<const std::byte> out{};  // send
+  std::span<std::byte> in{};         // recv
+  chunk_sink sink{};                 // recv_reduce
+  std::size_t bytes = 0;             // what the receiver posted
+  std::size_t granule = 1;
+  std::exception_ptr failure;
+};
+
+// A frame waiting to be written; its header lives here so it stays put while the
+// write is under way (a deque's elements don't move on push_back or pop_front).
+struct outgoing {
+  std::uint32_t slot = no_slot;  // no_slot for control frames
+  header_bytes header{};
+  bool withdrawn = false;        // cancelled before it started
+};
+
+// A message that arrived before its receive was posted; only small ones are kept.
+struct early_message {
+  message_tag tag;
+  std::vector<std::byte> bytes;
+};
+
+enum class link_status : std::uint8_t { open, departed, lost };
+
+// One authenticated connection to a peer, full duplex: one frame being written and
+// one being read at any time.
+struct connection {
+  explicit connection(int p, std::shared_ptr<boost::asio::ip::tcp::socket> s) : peer(p), socket(std::move(s)) {}
+
+  int peer;
+  std::shared_ptr<boost::asio::ip::tcp::socket> socket;
+  link_status status = link_status::open;
+  bool said_goodbye = false;  // the peer announced that it closes; its end of file is no loss
+  std::string loss;           // why the link is down
+
+  // Sending: frames in order; the front one is being written while `writing`.
+  std::deque<outgoing> queue;
+  bool writing = false;
+
+  // Receiving.
+  header_bytes incoming{};
+  std::deque<std::uint32_t> posted;      // receives not matched yet, in posting order
+  std::deque<early_message> early;       // small messages that came first
+  std::size_t early_bytes = 0;
+  std::vector<std::byte> landing;        // where an early message is read before it joins `early`
+  std::optional<frame_header> held;      // a large early message: reading pauses until its receive is posted
+  std::uint32_t receiving = no_slot;     // the receive whose payload is being read
+  std::size_t remaining = 0;             // payload bytes of the current frame still to read
+  std::size_t delivered = 0;             // fused receive: bytes handed to the sink so far
+  std::vector<std::byte> chunk;          // fused receive and draining: a landing area
+  std::size_t chunk_fill = 0;
+};
+
+}  // namespace collectives::tcp_detail

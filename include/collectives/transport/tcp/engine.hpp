@@ -1,0 +1,414 @@
+// The TCP transport's engine: posted operations, frames in and out of each
+// connection, and the group's health. It runs on one io_context that only the
+// owning thread drives (from wait_for_activity and the destructor); abort() may come
+// from any thread and only posts to it.
+//
+// Sends are written straight from the caller's buffer (header and payload in one
+// gather write). A receive that is posted before its frame arrives is read straight
+// into the caller's buffer, or, when fused, reduced piece by piece as it arrives. A
+// frame that arrives first is kept if it is small; a large one stays in the socket
+// until its receive is posted, so no length from the wire ever sizes an allocation.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/write.hpp>
+
+#include "../../error.hpp"
+#include "../../log.hpp"
+#include "connection.hpp"
+#include "frame.hpp"
+
+namespace collectives::tcp_detail {
+
+namespace asio = boost::asio;
+using boost::system::error_code;
+
+struct engine_limits {
+  std::size_t eager_limit = 64 * 1024;         // early frames up to this size are kept in memory
+  std::size_t early_capacity = 4 * 1024 * 1024;  // at most this much per connection
+  std::size_t piece_bytes = 256 * 1024;        // a fused receive reduces at most this much at once
+  std::chrono::microseconds poll_time{50};     // how long a wait polls before it sleeps
+};
+
+class engine {
+ public:
+  engine(int rank, int size, engine_limits limits) : rank_(rank), size_(size), limits_(limits) {}
+  engine(const engine&) = delete;
+  engine& operator=(const engine&) = delete;
+  ~engine() { say_goodbye(); }
+
+  asio::io_context& io() { return io_; }
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+  // Takes over the mesh's connections and starts reading from each.
+  void adopt(std::vector<std::shared_ptr<asio::ip::tcp::socket>> sockets) {
+    links_.resize(sockets.size());
+    for (std::size_t p = 0; p < sockets.size(); ++p)
+      if (sockets[p]) links_[p] = std::make_unique<connection>(int(p), std::move(sockets[p]));
+    for (auto& l : links_)
+      if (l) read_header(*l);
+  }
+
+  std::uint32_t post_send(int peer, message_tag tag, std::span<const std::byte> data) {
+    connection& link = link_to(peer);
+    const std::uint32_t slot = take(op_type::send, peer, tag, data.size());
+    ops_[slot]->out = data;
+    link.queue.push_back({slot, encode({frame_kind::data, tag, data.size()})});
+    write_next(link);
+    return slot;
+  }
+
+  std::uint32_t post_recv(int peer, message_tag tag, std::span<std::byte> into) {
+    const std::uint32_t slot = take(op_type::recv, peer, tag, into.size());
+    ops_[slot]->in = into;
+    match(link_to(peer), slot);
+    return slot;
+  }
+
+  std::uint32_t post_recv_reduce(int peer, message_tag tag, std::size_t bytes, std::size_t granule, chunk_sink sink) {
+    const std::uint32_t slot = take(op_type::recv_reduce, peer, tag, bytes);
+    ops_[slot]->sink = sink;
+    ops_[slot]->granule = std::max<std::size_t>(granule, 1);
+    match(link_to(peer), slot);
+    return slot;
+  }
+
+  // True once done (the slot is then free); throws the operation's or the group's failure.
+  bool test(std::uint32_t& slot) {
+    pending_op& o = *ops_[slot];
+    if (o.state == op_state::done) {
+      release(slot);
+      return true;
+    }
+    if (o.state == op_state::failed) std::rethrow_exception(o.failure);
+    throw_if_broken();
+    if (links_[std::size_t(o.peer)]->status == link_status::departed)
+      throw error(errc::peer_lost, who() + links_[std::size_t(o.peer)]->loss + " while this rank still had a message " +
+                                       (o.type == op_type::send ? "for" : "from") + " it");
+    return false;
+  }
+
+  // Runs ready handlers. Polls for a short while first, since a peer's answer often
+  // comes sooner than a sleeping thread is woken, yielding the core on every turn so
+  // that ranks outnumbering the cores still progress; then sleeps in the kernel.
+  bool wait_for_activity(deadline until) {
+    if (broken()) return true;
+    const auto poll_until = std::min(until, clock::now() + limits_.poll_time);
+    do {
+      if (io_.poll() > 0) return true;
+      std::this_thread::yield();
+    } while (clock::now() < poll_until);
+    const bool ran = io_.run_one_until(until) > 0;
+    io_.poll();
+    return ran || broken();
+  }
+
+  void cancel(std::uint32_t& slot) noexcept {
+    if (slot == no_slot) return;
+    pending_op& o = *ops_[slot];
+    connection& link = *links_[std::size_t(o.peer)];
+    if (o.state == op_state::posted && o.type == op_type::send) {
+      for (auto& frame : link.queue)
+        if (frame.slot == slot) frame.withdrawn = true;
+    } else if (o.state == op_state::posted) {
+      link.posted.erase(std::remove(link.posted.begin(), link.posted.end(), slot), link.posted.end());
+    } else if (o.state == op_state::moving) {
+      // Halfway through a frame: the stream can't be resynchronised, and the caller
+      // needs its buffer back now. Closing the socket guarantees both.
+      for (auto& frame : link.queue)
+        if (frame.slot == slot) frame.slot = no_slot;
+      if (link.receiving == slot) link.receiving = no_slot;
+      close(link, link_status::lost, "the connection was closed after a transfer was cancelled halfway");
+    }
+    release(slot);
+  }
+
+  // Thread-safe: marks the group aborted at once, and tells the peers from the
+  // owning thread's next wait.
+  void abort() {
+    aborted_by_.store(rank_);
+    asio::post(io_, [this] {
+      for (auto& l : links_)
+        if (l && l->status == link_status::open) {
+          l->queue.push_back({no_slot, encode({frame_kind::abort, {}, 0})});
+          write_next(*l);
+        }
+    });
+  }
+
+  // Throws if a peer was lost or the group aborted.
+  void throw_if_broken() const {
+    if (const int by = aborted_by_.load(); by >= 0)
+      throw error(errc::aborted, who() + "the group was aborted by " + (by == rank_ ? "this rank" : "rank " + std::to_string(by)));
+    if (first_lost_ >= 0) throw error(errc::peer_lost, who() + links_[std::size_t(first_lost_)]->loss);
+  }
+
+ private:
+  bool broken() const { return aborted_by_.load() >= 0 || first_lost_ >= 0; }
+  std::string who() const { return "rank " + std::to_string(rank_) + ": "; }
+
+  connection& link_to(int peer) {
+    if (peer < 0 || peer >= size_ || peer == rank_)
+      throw error(errc::invalid_peer, who() + "peer " + std::to_string(peer) + " is not another rank of a group of " +
+                                          std::to_string(size_));
+    return *links_[std::size_t(peer)];
+  }
+
+  std::uint32_t take(op_type type, int peer, message_tag tag, std::size_t bytes) {
+    if (free_.empty()) {
+      ops_.push_back(std::make_unique<pending_op>());
+      free_.push_back(std::uint32_t(ops_.size() - 1));
+    }
+    const std::uint32_t slot = free_.back();
+    free_.pop_back();
+    *ops_[slot] = pending_op{};
+    ops_[slot]->type = type;
+    ops_[slot]->peer = peer;
+    ops_[slot]->tag = tag;
+    ops_[slot]->bytes = bytes;
+    return slot;
+  }
+  void release(std::uint32_t& slot) {
+    free_.push_back(slot);
+    slot = no_slot;
+  }
+  void fail(pending_op& o, errc code, const std::string& why) {
+    o.state = op_state::failed;
+    o.failure = std::make_exception_ptr(error(code, who() + why));
+  }
+
+  // ---- sending ----------------------------------------------------------------
+
+  void write_next(connection& link) {
+    while (!link.writing && !link.queue.empty() && link.queue.front().withdrawn) link.queue.pop_front();
+    if (link.writing || link.queue.empty() || link.status != link_status::open) return;
+    outgoing& frame = link.queue.front();
+    std::array<asio::const_buffer, 2> buffers{asio::buffer(frame.header), asio::const_buffer{}};
+    if (frame.slot != no_slot) {
+      ops_[frame.slot]->state = op_state::moving;
+      buffers[1] = asio::buffer(ops_[frame.slot]->out.data(), ops_[frame.slot]->out.size());
+    }
+    link.writing = true;
+    asio::async_write(*link.socket, buffers, [this, &link](const error_code& ec, std::size_t) {
+      link.writing = false;
+      const std::uint32_t slot = link.queue.empty() ? no_slot : link.queue.front().slot;
+      if (!link.queue.empty()) link.queue.pop_front();
+      if (ec) return ended(link, ec);
+      if (slot != no_slot) ops_[slot]->state = op_state::done;
+      write_next(link);
+    });
+  }
+
+  // ---- receiving --------------------------------------------------------------
+
+  void read_header(connection& link) {
+    if (link.status != link_status::open) return;
+    asio::async_read(*link.socket, asio::buffer(link.incoming), [this, &link](const error_code& ec, std::size_t) {
+      if (ec) return ended(link, ec);
+      const auto h = decode(link.incoming);
+      if (!h) return close(link, link_status::lost, "rank " + std::to_string(link.peer) + " sent a malformed frame header");
+      if (h->kind == frame_kind::abort) {
+        int none = -1;
+        aborted_by_.compare_exchange_strong(none, link.peer);
+      } else if (h->kind == frame_kind::goodbye) {
+        link.said_goodbye = true;
+      } else {
+        return route(link, *h);
+      }
+      read_header(link);
+    });
+  }
+
+  // A data frame's header has arrived: hand it to its receive, keep it, or hold it.
+  void route(connection& link, const frame_header& h) {
+    for (auto it = link.posted.begin(); it != link.posted.end(); ++it)
+      if (ops_[*it]->tag == h.tag) {
+        const std::uint32_t slot = *it;
+        link.posted.erase(it);
+        return receive(link, slot, h.length);
+      }
+    if (h.length <= limits_.eager_limit && link.early_bytes + h.length <= limits_.early_capacity) {
+      link.landing.resize(h.length);
+      link.early_bytes += h.length;
+      const message_tag tag = h.tag;
+      return asio::async_read(*link.socket, asio::buffer(link.landing), [this, &link, tag](const error_code& ec, std::size_t) {
+        if (ec) return ended(link, ec);
+        link.early.push_back({tag, std::move(link.landing)});
+        link.landing = {};
+        read_header(link);
+      });
+    }
+    link.held = h;  // reading from this peer resumes when the matching receive is posted
+  }
+
+  // A receive was posted: take an early message, resume a held one, or wait.
+  void match(connection& link, std::uint32_t slot) {
+    pending_op& o = *ops_[slot];
+    for (auto it = link.early.begin(); it != link.early.end(); ++it)
+      if (it->tag == o.tag) {
+        early_message m = std::move(*it);
+        link.early.erase(it);
+        link.early_bytes -= m.bytes.size();
+        if (m.bytes.size() != o.bytes) return fail(o, size_error(link, m.bytes.size(), o.bytes), size_message(link, m.bytes.size(), o.bytes));
+        deliver(o, 0, m.bytes);
+        if (o.state != op_state::failed) o.state = op_state::done;
+        return;
+      }
+    if (link.held && link.held->tag == o.tag) {
+      const std::uint64_t length = link.held->length;
+      link.held.reset();
+      return receive(link, slot, length);
+    }
+    link.posted.push_back(slot);
+  }
+
+  static errc size_error(const connection&, std::uint64_t got, std::size_t want) {
+    return got > want ? errc::message_truncated : errc::buffer_size_mismatch;
+  }
+  static std::string size_message(const connection& link, std::uint64_t got, std::size_t want) {
+    return "rank " + std::to_string(link.peer) + " sent " + std::to_string(got) + " bytes where " + std::to_string(want) +
+           " were expected; do all ranks pass the same counts?";
+  }
+
+  // Bytes for a receive: copied, or handed to the fused reduction's sink.
+  void deliver(pending_op& o, std::size_t offset, std::span<const std::byte> bytes) {
+    if (o.type == op_type::recv) {
+      if (!bytes.empty()) std::memcpy(o.in.data() + offset, bytes.data(), bytes.size());
+      return;
+    }
+    try {
+      o.sink(offset, bytes);  // runs the user's op, which may throw
+    } catch (...) {
+      o.state = op_state::failed;
+      o.failure = std::current_exception();
+    }
+  }
+
+  // Reads a frame's payload for `slot`; a size that doesn't match what was posted
+  // fails the receive, and the payload is read and dropped to keep the stream whole.
+  void receive(connection& link, std::uint32_t slot, std::uint64_t length) {
+    pending_op& o = *ops_[slot];
+    link.remaining = length;
+    link.delivered = 0;
+    link.chunk_fill = 0;
+    if (length != o.bytes) {
+      fail(o, size_error(link, length, o.bytes), size_message(link, length, o.bytes));
+      link.receiving = no_slot;
+      return read_pieces(link, 1);
+    }
+    o.state = op_state::moving;
+    link.receiving = slot;
+    if (o.type == op_type::recv) {
+      return asio::async_read(*link.socket, asio::buffer(o.in.data(), length), [this, &link](const error_code& ec, std::size_t) {
+        if (ec) return ended(link, ec);
+        finish_receive(link);
+      });
+    }
+    read_pieces(link, o.granule);
+  }
+
+  // Reads the rest of a frame in pieces; whole granules go to the receive's sink (or
+  // nowhere, when the receive failed or is gone).
+  void read_pieces(connection& link, std::size_t granule) {
+    const std::size_t capacity = std::max(granule, limits_.piece_bytes / granule * granule);
+    if (link.chunk.size() != capacity) link.chunk.resize(capacity);
+    if (link.remaining == 0) return finish_receive(link);
+    const std::size_t want = std::min<std::uint64_t>(link.remaining, capacity - link.chunk_fill);
+    link.socket->async_read_some(asio::buffer(link.chunk.data() + link.chunk_fill, want),
+                                 [this, &link, granule](const error_code& ec, std::size_t n) {
+      if (ec) return ended(link, ec);
+      link.remaining -= n;
+      link.chunk_fill += n;
+      const std::size_t whole = link.chunk_fill - link.chunk_fill % granule;
+      if (link.receiving != no_slot && ops_[link.receiving]->state == op_state::moving && whole > 0)
+        deliver(*ops_[link.receiving], link.delivered, {link.chunk.data(), whole});
+      link.delivered += whole;
+      std::memmove(link.chunk.data(), link.chunk.data() + whole, link.chunk_fill - whole);
+      link.chunk_fill -= whole;
+      read_pieces(link, granule);
+    });
+  }
+
+  void finish_receive(connection& link) {
+    if (link.receiving != no_slot && ops_[link.receiving]->state == op_state::moving)
+      ops_[link.receiving]->state = op_state::done;
+    link.receiving = no_slot;
+    link.remaining = 0;
+    read_header(link);
+  }
+
+  // ---- failures and farewells -------------------------------------------------
+
+  // A read or write failed: the peer closed after saying goodbye, or it was lost.
+  void ended(connection& link, const error_code& ec) {
+    if (link.status != link_status::open) return;
+    if (link.said_goodbye && ec == asio::error::eof)
+      return close(link, link_status::departed, "rank " + std::to_string(link.peer) + " closed its communicator");
+    const std::string how = ec == asio::error::eof ? "closed the connection without saying goodbye (did it exit or crash?)"
+                                                   : "broke the connection (" + ec.message() + ")";
+    close(link, link_status::lost, "lost rank " + std::to_string(link.peer) + ": it " + how);
+  }
+
+  void close(connection& link, link_status status, std::string why) {
+    if (link.status != link_status::open) return;
+    link.status = status;
+    link.loss = std::move(why);
+    if (status == link_status::lost && first_lost_ < 0) {
+      first_lost_ = link.peer;
+      if (aborted_by_.load() < 0) log::warn(who() + link.loss);
+    }
+    error_code ignored;
+    link.socket->close(ignored);
+  }
+
+  // Tells every peer this rank is leaving, so its end of file is no loss, and waits
+  // a little for the frames to go out.
+  void say_goodbye() noexcept {
+    try {
+      for (auto& l : links_)
+        if (l && l->status == link_status::open) {
+          l->queue.push_back({no_slot, encode({frame_kind::goodbye, {}, 0})});
+          write_next(*l);
+        }
+      const deadline until = clock::now() + std::chrono::seconds{2};
+      auto flushed = [&] {
+        return std::all_of(links_.begin(), links_.end(),
+                           [](const auto& l) { return !l || l->status != link_status::open || l->queue.empty(); });
+      };
+      while (!flushed() && clock::now() < until) io_.run_one_until(until);
+      for (auto& l : links_)
+        if (l && l->status == link_status::open) {
+          error_code ignored;
+          l->socket->shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
+          l->socket->close(ignored);
+        }
+    } catch (...) {
+      // Leaving anyway; the peers will see an end of file.
+    }
+  }
+
+  asio::io_context io_{1};
+  // Keeps waits blocking until their deadline even with no connection to read from.
+  asio::executor_work_guard<asio::io_context::executor_type> keep_waiting_{io_.get_executor()};
+  int rank_, size_;
+  engine_limits limits_;
+  std::vector<std::unique_ptr<connection>> links_;  // by peer rank; null for this rank
+  std::vector<std::unique_ptr<pending_op>> ops_;
+  std::vector<std::uint32_t> free_;
+  std::atomic<int> aborted_by_{-1};
+  int first_lost_ = -1;
+};
+
+}  // namespace collectives::tcp_detail

@@ -1,0 +1,66 @@
+// The TCP transport's frame: a fixed 24-byte header, then `length` payload bytes.
+// Frames come only from authenticated peers, and still every header is checked
+// before anything is done with it: a bad magic or kind ends the connection, and the
+// length is held against what the receiver posted, never used to size a buffer.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+
+#include "../../concepts/transport.hpp"
+
+namespace collectives::tcp_detail {
+
+enum class frame_kind : std::uint8_t {
+  data = 1,     // a message: tag and payload
+  abort = 2,    // the sender aborted the group
+  goodbye = 3,  // the sender closes its communicator; the end of file that follows is no loss
+};
+
+struct frame_header {
+  frame_kind kind = frame_kind::data;
+  message_tag tag{};
+  std::uint64_t length = 0;
+};
+
+inline constexpr std::size_t header_size = 24;
+inline constexpr std::uint32_t frame_magic = 0xC0113C70;  // the high 24 bits; the low 8 bits carry the kind
+
+using header_bytes = std::array<unsigned char, header_size>;
+
+namespace wire {
+inline void put(unsigned char* at, std::uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) at[i] = static_cast<unsigned char>(v >> (8 * i));
+}
+inline std::uint64_t get(const unsigned char* at, int bytes) {
+  std::uint64_t v = 0;
+  for (int i = 0; i < bytes; ++i) v |= std::uint64_t(at[i]) << (8 * i);
+  return v;
+}
+}  // namespace wire
+
+// magic|kind (4), step (4), call (8), length (8); little-endian on the wire.
+inline header_bytes encode(const frame_header& h) {
+  header_bytes b{};
+  wire::put(b.data(), (frame_magic & 0xFFFFFF00u) | std::uint32_t(h.kind), 4);
+  wire::put(b.data() + 4, h.tag.step, 4);
+  wire::put(b.data() + 8, h.tag.call, 8);
+  wire::put(b.data() + 16, h.length, 8);
+  return b;
+}
+
+// The header, or nothing when the bytes are not one of ours.
+inline std::optional<frame_header> decode(const header_bytes& b) {
+  const auto first = static_cast<std::uint32_t>(wire::get(b.data(), 4));
+  if ((first & 0xFFFFFF00u) != (frame_magic & 0xFFFFFF00u)) return std::nullopt;
+  const auto kind = static_cast<frame_kind>(first & 0xFF);
+  if (kind != frame_kind::data && kind != frame_kind::abort && kind != frame_kind::goodbye) return std::nullopt;
+  frame_header h{kind, {wire::get(b.data() + 8, 8), static_cast<std::uint32_t>(wire::get(b.data() + 4, 4))},
+                 wire::get(b.data() + 16, 8)};
+  if (kind != frame_kind::data && h.length != 0) return std::nullopt;
+  return h;
+}
+
+}  // namespace collectives::tcp_detail

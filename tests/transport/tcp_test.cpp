@@ -1,0 +1,388 @@
+// The TCP transport with ranks as threads of this process, over real loopback
+// sockets: message matching in every order, sizes that don't fit, fused receives,
+// abort, a peer that leaves, and strangers at the door during start-up.
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <cstring>
+#include <numeric>
+#include <thread>
+
+#include <collectives/collectives.hpp>
+#include <collectives/bootstrap/file_store.hpp>
+#include <collectives/transport/tcp.hpp>
+#include <doctest/doctest.h>
+
+#include "memory_store.hpp"
+
+namespace coll = collectives;
+using namespace std::chrono_literals;
+
+namespace {
+
+const coll::auth::job_token token("tcp-test-token");
+
+coll::tcp_options loopback() {
+  coll::tcp_options o;
+  o.interface = "127.0.0.1";
+  o.startup_timeout = 20s;
+  return o;
+}
+
+// Runs fn(communicator&) for ranks 0..size-1 on threads, each with its own TCP
+// transport; rethrows the first failure.
+template <class Fn>
+void run_tcp_ranks(int size, Fn fn, coll::tcp_options options = loopback(), std::chrono::milliseconds timeout = 20s) {
+  testing::memory_store store;
+  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(size));
+  {
+    std::vector<std::jthread> ranks;
+    for (int r = 0; r < size; ++r)
+      ranks.emplace_back([&, r] {
+        try {
+          coll::communicator<coll::tcp> comm(coll::tcp(r, size, store, token, options), timeout);
+          fn(comm);
+        } catch (...) {
+          errors[static_cast<std::size_t>(r)] = std::current_exception();
+        }
+      });
+  }
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+std::span<const std::byte> out_bytes(const std::vector<int>& v) { return std::as_bytes(std::span{v}); }
+std::span<std::byte> in_bytes(std::vector<int>& v) { return std::as_writable_bytes(std::span{v}); }
+
+// Completes every request or fails at the deadline.
+void wait_all(coll::tcp& t, std::vector<coll::tcp::request> pending, std::chrono::milliseconds limit = 10s) {
+  const auto until = coll::clock::now() + limit;
+  while (!pending.empty()) {
+    std::erase_if(pending, [&](auto& r) { return t.test(r); });
+    if (!pending.empty() && !t.wait_for_activity(until) && coll::clock::now() >= until)
+      throw coll::error(coll::errc::timeout, "wait_all timed out");
+  }
+}
+
+}  // namespace
+
+TEST_CASE("messages match by tag whether the receive is posted before or after they arrive") {
+  run_tcp_ranks(2, [](auto& comm) {
+    auto& t = comm.transport();
+    const int peer = 1 - t.rank();
+    // Small (kept on arrival), large (held in the socket), and empty messages.
+    const std::vector<std::size_t> sizes{1, 1000, 300'000, 0, 5};
+    std::vector<std::vector<int>> out, in;
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      out.emplace_back(sizes[i]);
+      std::iota(out.back().begin(), out.back().end(), int(i * 1000 + std::size_t(t.rank())));
+      in.emplace_back(sizes[i], -1);
+    }
+    std::vector<coll::tcp::request> pending;
+    for (std::size_t i = 0; i < sizes.size(); ++i) pending.push_back(t.post_send(peer, {1, std::uint32_t(i)}, out_bytes(out[i])));
+    if (t.rank() == 0) std::this_thread::sleep_for(50ms);  // rank 1's messages arrive before rank 0 posts
+    for (std::size_t i = sizes.size(); i-- > 0;) pending.push_back(t.post_recv(peer, {1, std::uint32_t(i)}, in_bytes(in[i])));
+    wait_all(t, std::move(pending));
+    for (std::size_t i = 0; i < sizes.size(); ++i)
+      for (std::size_t k = 0; k < sizes[i]; ++k) REQUIRE(in[i][k] == int(i * 1000 + std::size_t(peer) + k));
+  });
+}
+
+TEST_CASE("a message larger than the receive fails that receive only; the connection goes on") {
+  run_tcp_ranks(2, [](auto& comm) {
+    auto& t = comm.transport();
+    std::vector<int> big(100'000, 7), small(10), after(3, 9), got(3);
+    if (t.rank() == 0) {
+      wait_all(t, {t.post_send(1, {1, 0}, out_bytes(big)), t.post_send(1, {1, 1}, out_bytes(after))});
+    } else {
+      auto r = t.post_recv(0, {1, 0}, in_bytes(small));
+      try {
+        wait_all(t, {r});
+        FAIL("an oversized message was accepted");
+      } catch (const coll::error& e) {
+        CHECK(e.code() == coll::errc::message_truncated);
+        CHECK(std::string(e.what()).find("400000 bytes where 40 were expected") != std::string::npos);
+        t.cancel(r);
+      }
+      wait_all(t, {t.post_recv(0, {1, 1}, in_bytes(got))});
+      CHECK(got == after);
+      CHECK(small == std::vector<int>(10, 0));  // nothing written past or into it
+    }
+  });
+}
+
+TEST_CASE("collectives over tcp match a serial reference, fused reduction included") {
+  for (int p : {1, 2, 3, 4}) {
+    CAPTURE(p);
+    run_tcp_ranks(p, [p](auto& comm) {
+      for (std::size_t n : {std::size_t(0), std::size_t(1), std::size_t(p) + 1, std::size_t(1) << 20 | 3}) {
+        std::vector<double> v(n);
+        for (std::size_t i = 0; i < n; ++i) v[i] = double((i * 7 + std::size_t(comm.rank())) % 11);
+        auto ring = v, tree = v, direct = v;
+        coll::all_reduce<coll::ring>(comm, std::span{ring}, coll::sum{});
+        coll::all_reduce<coll::double_binary_tree>(comm, std::span{tree}, coll::sum{});
+        coll::all_reduce<coll::direct>(comm, std::span{direct}, coll::sum{});
+        std::vector<double> expect(n, 0.0);
+        for (std::size_t i = 0; i < n; ++i)
+          for (int r = 0; r < p; ++r) expect[i] += double((i * 7 + std::size_t(r)) % 11);
+        CHECK(ring == expect);
+        CHECK(tree == expect);
+        CHECK(direct == expect);
+      }
+    });
+  }
+}
+
+TEST_CASE("abort from another thread wakes every rank of the group") {
+  std::atomic<int> aborted{0};
+  run_tcp_ranks(3, [&](auto& comm) {
+    std::jthread watchdog;
+    if (comm.rank() == 1) watchdog = std::jthread([&] { std::this_thread::sleep_for(200ms); comm.abort(); });
+    std::vector<int> never(4);
+    try {
+      // Nobody sends this, so only the abort can end the wait.
+      coll::recv(comm, std::span{never}, (comm.rank() + 1) % 3);
+    } catch (const coll::error& e) {
+      if (e.code() == coll::errc::aborted) ++aborted;
+    }
+  }, loopback(), 10s);
+  CHECK(aborted == 3);
+}
+
+TEST_CASE("a rank that closes its communicator is named by a peer still waiting for it") {
+  run_tcp_ranks(2, [](auto& comm) {
+    if (comm.rank() == 1) return;  // leaves at once: its transport says goodbye
+    std::vector<int> never(4);
+    try {
+      coll::recv(comm, std::span{never}, 1);
+      FAIL("received from a rank that left");
+    } catch (const coll::error& e) {
+      CHECK(e.code() == coll::errc::peer_lost);
+      CHECK(std::string(e.what()).find("rank 1 closed its communicator") != std::string::npos);
+    }
+  });
+}
+
+TEST_CASE("a receive nobody answers times out at the communicator's deadline") {
+  run_tcp_ranks(2, [](auto& comm) {
+    comm.set_timeout(300ms);
+    if (comm.rank() == 1) return std::this_thread::sleep_for(1500ms);  // present, but silent
+    std::vector<int> v(4);
+    const auto start = coll::clock::now();
+    try {
+      coll::recv(comm, std::span{v}, 1);
+      FAIL("received what nobody sent");
+    } catch (const coll::error& e) {
+      CHECK(e.code() == coll::errc::timeout);
+    }
+    const auto took = coll::clock::now() - start;
+    CHECK(took >= 300ms);
+    CHECK(took < 1s);
+  });
+}
+
+// ---- strangers at the door -------------------------------------------------------
+
+namespace {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+
+tcp::endpoint published_address(testing::memory_store& store, int rank) {
+  const auto text = store.get("collectives/tcp/1/address/" + std::to_string(rank), coll::clock::now() + 10s);
+  const auto colon = text.rfind(':');
+  return {asio::ip::make_address(text.substr(0, colon)), static_cast<unsigned short>(std::stoi(text.substr(colon + 1)))};
+}
+
+// Sends `bytes` (maybe nothing) and reports whether the server then closed the
+// connection within `limit`.
+bool closed_after(const tcp::endpoint& at, const std::vector<unsigned char>& bytes, std::chrono::milliseconds limit) {
+  asio::io_context io;
+  tcp::socket s(io);
+  s.connect(at);
+  if (!bytes.empty()) asio::write(s, asio::buffer(bytes));
+  std::array<unsigned char, 256> sink{};
+  bool closed = false;
+  std::function<void()> read_more = [&] {
+    s.async_read_some(asio::buffer(sink), [&](auto ec, std::size_t) {
+      if (ec) closed = true;
+      else read_more();  // the challenge; keep reading until the server hangs up
+    });
+  };
+  read_more();
+  io.run_for(limit);
+  return closed;
+}
+
+// Runs the client side of the handshake with `token`, vouching for `hello`; true if
+// the server admitted the connection and still kept it open a little later.
+bool admitted(const tcp::endpoint& at, const coll::auth::job_token& t, std::uint64_t hello) {
+  asio::io_context io;
+  auto s = std::make_shared<tcp::socket>(io);
+  s->connect(at);
+  coll::auth::outcome result;
+  coll::auth::async_introduce(s, t, coll::auth::purpose::peer, hello, [&](coll::auth::outcome o) { result = o; }, 5s);
+  io.run();
+  if (!result.accepted) return false;
+  bool closed = false;
+  std::array<unsigned char, 64> sink{};
+  s->async_read_some(asio::buffer(sink), [&](auto ec, std::size_t) { closed = bool(ec); });
+  io.restart();
+  io.run_for(1s);
+  return !closed;
+}
+
+std::uint64_t hello(int rank, int size) { return std::uint64_t(rank) | std::uint64_t(size) << 32; }
+
+}  // namespace
+
+TEST_CASE("strangers at a rank's door during start-up are refused and the group still forms") {
+  testing::memory_store store;
+  auto options = loopback();
+  options.handshake_limit = 500ms;
+  std::exception_ptr failure;
+  std::vector<int> result;
+  std::jthread rank0([&] {
+    try {
+      coll::communicator<coll::tcp> comm(coll::tcp(0, 2, store, token, options), 10s);
+      result = {1, 2, 3};
+      coll::all_reduce(comm, std::span{result}, coll::sum{});
+    } catch (...) {
+      failure = std::current_exception();
+    }
+  });
+  const auto door = published_address(store, 0);
+  std::vector<unsigned char> garbage(80);
+  for (std::size_t i = 0; i < garbage.size(); ++i) garbage[i] = static_cast<unsigned char>(i * 37 + 11);
+
+  CHECK_FALSE(admitted(door, coll::auth::job_token("not the job's token"), hello(1, 2)));
+  CHECK(closed_after(door, garbage, 3s));                                  // garbage instead of a response
+  CHECK(closed_after(door, std::vector<unsigned char>(30, 0), 3s));        // a truncated response, then silence
+  CHECK(closed_after(door, {}, 3s));                                       // a connection that never speaks
+  { asio::io_context io; tcp::socket s(io); s.connect(door); }             // a port scan: connect and leave
+  CHECK_FALSE(admitted(door, token, hello(1, 3)));              // the right token, another group's size
+  CHECK_FALSE(admitted(door, token, hello(0, 2)));              // a rank that doesn't connect to rank 0
+
+  std::jthread rank1([&] {
+    coll::communicator<coll::tcp> comm(coll::tcp(1, 2, store, token, options), 10s);
+    std::vector<int> mine{10, 20, 30};
+    coll::all_reduce(comm, std::span{mine}, coll::sum{});
+    CHECK(mine == std::vector<int>{11, 22, 33});
+  });
+  rank1.join();
+  rank0.join();
+  if (failure) std::rethrow_exception(failure);
+  CHECK(result == std::vector<int>{11, 22, 33});
+}
+
+// Rank 0 is real; "rank 1" knows the token and passes the handshake, then sends
+// `frames` after the start-up's meeting message. Returns what rank 0's receive of
+// 16 bytes threw.
+std::string what_rank0_saw(const std::vector<coll::tcp_detail::header_bytes>& frames) {
+  testing::memory_store store;
+  std::string seen = "nothing";
+  std::jthread rank0([&] {
+    try {
+      coll::tcp t(0, 2, store, token, loopback());
+      std::vector<int> small(4);
+      auto r = t.post_recv(1, {1, 0}, in_bytes(small));
+      try {
+        wait_all(t, {r}, 5s);
+      } catch (const coll::error& e) {
+        seen = coll::make_error_code(coll::errc(e.code().value())).message() + ": " + e.what();
+        t.cancel(r);
+      }
+    } catch (const std::exception& e) {
+      seen = std::string("start-up failed: ") + e.what();
+    }
+  });
+  const auto door = published_address(store, 0);
+  store.set("collectives/tcp/1/address/1", "127.0.0.1:1");  // nobody connects to "rank 1"
+  asio::io_context io;
+  auto s = std::make_shared<tcp::socket>(io);
+  s->connect(door);
+  bool admitted = false;
+  coll::auth::async_introduce(s, token, coll::auth::purpose::peer, hello(1, 2), [&](auto o) { admitted = o.accepted; }, 5s);
+  io.run();
+  REQUIRE(admitted);
+  asio::write(*s, asio::buffer(coll::tcp_detail::encode({coll::tcp_detail::frame_kind::data, {UINT64_MAX, 0}, 0})));
+  for (const auto& f : frames) asio::write(*s, asio::buffer(f));
+  rank0.join();  // rank 0 must be done without this peer closing or sending more
+  return seen;
+}
+
+TEST_CASE("an admitted peer's frame is never trusted beyond what the receiver posted") {
+  using namespace coll::tcp_detail;
+  // A terabyte announced for a 16-byte receive: refused at once, nothing allocated.
+  const auto huge = what_rank0_saw({encode({frame_kind::data, {1, 0}, std::uint64_t(1) << 40})});
+  CHECK(huge.find("message truncated") == 0);
+  CHECK(huge.find("1099511627776 bytes where 16 were expected") != std::string::npos);
+  // A header that is not one of ours: the link is dropped and the peer named.
+  header_bytes garbage{};
+  garbage.fill(0xAB);
+  const auto bad = what_rank0_saw({garbage});
+  CHECK(bad.find("peer lost") == 0);
+  CHECK(bad.find("rank 1 sent a malformed frame header") != std::string::npos);
+}
+
+// ---- joining with explicit arguments ---------------------------------------------
+
+namespace {
+
+unsigned short free_port() {
+  asio::io_context io;
+  tcp::acceptor a(io, {asio::ip::make_address("127.0.0.1"), 0});
+  return a.local_endpoint().port();
+}
+
+// Each rank joins with `make(rank)` and sums its rank over the group.
+template <class Make>
+void ranks_sum_their_ranks(int size, Make make) {
+  std::vector<int> sums(static_cast<std::size_t>(size), -1);
+  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(size));
+  {
+    std::vector<std::jthread> ranks;
+    for (int r = 0; r < size; ++r)
+      ranks.emplace_back([&, r] {
+        try {
+          coll::communicator<coll::tcp> comm(make(r), 10s);
+          sums[std::size_t(r)] = coll::all_reduce(comm, comm.rank(), coll::sum{});
+        } catch (...) {
+          errors[std::size_t(r)] = std::current_exception();
+        }
+      });
+  }
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+  CHECK(sums == std::vector<int>(static_cast<std::size_t>(size), size * (size - 1) / 2));
+}
+
+}  // namespace
+
+TEST_CASE("ranks join through the TCP store served by rank 0, given rank, size and address in code") {
+  const auto port = free_port();
+  ranks_sum_their_ranks(3, [&](int r) {
+    coll::bootstrap::launch_info job{.rank = r, .size = 3, .master_addr = "127.0.0.1", .master_port = port, .origin = "arguments"};
+    return coll::tcp::join(job, token, loopback());
+  });
+}
+
+TEST_CASE("ranks join over IPv6 loopback") {
+  const auto port = free_port();
+  auto options = loopback();
+  options.interface = "::1";
+  ranks_sum_their_ranks(2, [&](int r) {
+    coll::bootstrap::launch_info job{.rank = r, .size = 2, .master_addr = "[::1]", .master_port = port, .origin = "arguments"};
+    return coll::tcp::join(job, token, options);
+  });
+}
+
+TEST_CASE("ranks join through a file store in a shared directory") {
+  const auto dir = std::filesystem::temp_directory_path() / ("collectives-tcp-test-" + std::to_string(::getpid()));
+  ranks_sum_their_ranks(3, [&](int r) {
+    coll::bootstrap::file_store store(dir);
+    return coll::tcp(r, 3, store, token, loopback());
+  });
+  std::filesystem::remove_all(dir);
+}
