@@ -196,7 +196,7 @@ TEST_CASE("all_to_all and all_to_allv: part j of rank i ends as part i on rank j
 
 TEST_CASE("barrier: no rank leaves before every rank has arrived") {
   for (int p : rank_counts) {
-    std::atomic<int> arrived{0};
+    shared_counter arrived("barrier-arrivals-" + std::to_string(p));
     on_ranks(p, [&](comm& c) -> std::string {
       for (int round = 1; round <= 20; ++round) {
         if (c.rank() == round % p) std::this_thread::sleep_for(std::chrono::microseconds(200));  // a straggler

@@ -105,14 +105,16 @@ TEST_CASE("float all_reduce: automatic gives bitwise the same result on every ra
     for (std::size_t n : element_counts(p)) {
       INFO("P=", p, " N=", n);
       const auto given = random_inputs(p, n, 17);
-      std::vector<std::vector<float>> results(static_cast<std::size_t>(2 * p));
-      for (int run = 0; run < 2; ++run)
-        on_ranks(p, [&](comm& c) {
-          auto data = given[std::size_t(c.rank())];
-          coll::all_reduce(c, data, coll::sum{});
-          results[std::size_t(run * p + c.rank())] = std::move(data);
-          return std::string{};
-        });
-      for (const auto& r : results) CHECK(mismatch<float>(r, results[0], "rank or run") == "");
+      on_ranks(p, [&](comm& c) {
+        std::vector<float> runs[2];
+        for (auto& result : runs) {
+          result = given[std::size_t(c.rank())];
+          coll::all_reduce(c, result, coll::sum{});
+        }
+        if (auto m = mismatch<float>(runs[1], runs[0], "second run"); !m.empty()) return m;
+        auto rank0 = runs[0];
+        coll::broadcast<coll::direct>(c, rank0, 0);
+        return mismatch<float>(runs[0], rank0, "rank 0's result");
+      });
     }
 }

@@ -15,11 +15,15 @@
 
 namespace coll = collectives;
 
+// How the ranks run: threads of this process (threads/ranks.hpp), or the processes
+// of a job that collectives-run started (processes/ranks.hpp). The build picks one
+// through the include path, so the same tests check every transport. It defines
+// `comm`, `rank_counts` and `on_ranks(p, fn)`, which runs fn(comm) -> std::string
+// (empty when right) on P ranks and checks every rank's answer.
+#include "ranks.hpp"
+
 namespace testing {
 
-using comm = coll::communicator<coll::inproc>;
-
-inline const std::vector<int> rank_counts{1, 2, 3, 4, 5, 8};
 
 // 0, 1, 7, P-1, P, 1000 and 2^20+3, without repeats.
 inline std::vector<std::size_t> element_counts(int p) {
@@ -137,17 +141,6 @@ std::string mismatch(std::span<const T> got, std::span<const T> want, const std:
   for (std::size_t i = 0; i < got.size(); ++i)
     if (std::memcmp(&got[i], &want[i], sizeof(T)) != 0) return what + ": first difference at element " + std::to_string(i);
   return {};
-}
-
-// Runs fn(comm) -> std::string (empty when right) on P ranks and checks every rank.
-template <class Fn>
-void on_ranks(int p, Fn fn) {
-  std::vector<std::string> problems(static_cast<std::size_t>(p));
-  coll::run_ranks(p, [&](comm& c) { problems[std::size_t(c.rank())] = fn(c); }, std::chrono::seconds(30));
-  for (int r = 0; r < p; ++r) {
-    INFO("rank ", r);
-    CHECK_MESSAGE(problems[std::size_t(r)].empty(), problems[std::size_t(r)]);
-  }
 }
 
 // ---- grids ---------------------------------------------------------------------

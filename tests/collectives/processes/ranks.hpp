@@ -1,0 +1,77 @@
+// The collective tests' ranks as the processes of a job that collectives-run (or
+// mpirun, or srun) started, over the TCP transport: this process is one rank, and
+// every process runs the same test cases in the same order, so their collective
+// calls line up. Each process checks its own rank's results; the launcher fails the
+// job if any process fails.
+#pragma once
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <collectives/collectives.hpp>
+#include <collectives/transport/tcp.hpp>
+#include <doctest/doctest.h>
+
+namespace testing {
+
+using comm = collectives::communicator<collectives::tcp>;
+
+inline comm& world() {
+  static comm c = [] {
+    auto made = comm::from_env();
+    made.set_timeout(std::chrono::seconds(60));
+    return made;
+  }();
+  return c;
+}
+
+// The job's size: the only rank count a process-based run can check.
+inline const std::vector<int> rank_counts{collectives::bootstrap::detect_launch().size};
+
+template <class Fn>
+void on_ranks(int p, Fn fn) {
+  REQUIRE(p == world().size());
+  const std::string problem = fn(world());
+  INFO("rank ", world().rank());
+  CHECK_MESSAGE(problem.empty(), problem);
+}
+
+// A counter all ranks share, for tests that watch the ranks from outside: an int in
+// a small file that every process of the job maps (named after the job's port and
+// the counter, so jobs never share one).
+class shared_counter {
+ public:
+  explicit shared_counter(const std::string& name) {
+    const char* port = std::getenv("MASTER_PORT");
+    path_ = "/tmp/collectives-test-" + std::string(port ? port : "0") + "-" + name;
+    const int fd = ::open(path_.c_str(), O_RDWR | O_CREAT, 0600);
+    REQUIRE(fd >= 0);
+    REQUIRE(::ftruncate(fd, sizeof(int)) == 0);  // a new file reads as zero
+    void* at = ::mmap(nullptr, sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ::close(fd);
+    REQUIRE(at != MAP_FAILED);
+    value_ = static_cast<int*>(at);
+  }
+  ~shared_counter() {
+    ::munmap(value_, sizeof(int));
+    ::unlink(path_.c_str());  // the others keep their mapping
+  }
+  shared_counter(const shared_counter&) = delete;
+  shared_counter& operator=(const shared_counter&) = delete;
+
+  int fetch_add(int n) { return std::atomic_ref<int>(*value_).fetch_add(n); }
+  int load() const { return std::atomic_ref<int>(*value_).load(); }
+
+ private:
+  std::string path_;
+  int* value_ = nullptr;
+};
+
+}  // namespace testing
