@@ -52,7 +52,11 @@ struct early_message {
   std::vector<std::byte> bytes;
 };
 
-enum class link_status : std::uint8_t { open, departed, lost };
+// open: in use. departed: the peer said goodbye and closed. lost: the peer vanished
+// or broke the stream. abandoned: this rank gave up a transfer halfway (after some
+// other failure) and stopped using the link, leaving it open so that the peer does
+// not take this rank for the one that failed.
+enum class link_status : std::uint8_t { open, departed, lost, abandoned };
 
 // One authenticated connection to a peer, full duplex: one frame being written and
 // one being read at any time.
@@ -68,6 +72,7 @@ struct connection {
   // Sending: frames in order; the front one is being written while `writing`.
   std::deque<outgoing> queue;
   bool writing = false;
+  std::size_t written = 0;               // bytes of the front frame written so far
 
   // Receiving.
   header_bytes incoming{};
@@ -78,6 +83,7 @@ struct connection {
   std::optional<frame_header> held;      // a large early message: reading pauses until its receive is posted
   std::uint32_t receiving = no_slot;     // the receive whose payload is being read
   std::size_t remaining = 0;             // payload bytes of the current frame still to read
+  std::size_t got = 0;                   // plain receive: payload bytes read so far
   std::size_t delivered = 0;             // fused receive: bytes handed to the sink so far
   std::vector<std::byte> chunk;          // fused receive and draining: a landing area
   std::size_t chunk_fill = 0;

@@ -8,6 +8,10 @@
 // into the caller's buffer, or, when fused, reduced piece by piece as it arrives. A
 // frame that arrives first is kept if it is small; a large one stays in the socket
 // until its receive is posted, so no length from the wire ever sizes an allocation.
+//
+// Payloads move in loops of single reads and writes, not Asio's composed operations,
+// and every step first checks that its link is still in use: a cancelled transfer
+// then stops touching the caller's buffer at once, without closing the connection.
 #pragma once
 
 #include <algorithm>
@@ -94,9 +98,11 @@ class engine {
     }
     if (o.state == op_state::failed) std::rethrow_exception(o.failure);
     throw_if_broken();
-    if (links_[std::size_t(o.peer)]->status == link_status::departed)
-      throw error(errc::peer_lost, who() + links_[std::size_t(o.peer)]->loss + " while this rank still had a message " +
+    const connection& link = *links_[std::size_t(o.peer)];
+    if (link.status == link_status::departed)
+      throw error(errc::peer_lost, who() + link.loss + " while this rank still had a message " +
                                        (o.type == op_type::send ? "for" : "from") + " it");
+    if (link.status == link_status::abandoned) throw error(errc::protocol_error, who() + link.loss);
     return false;
   }
 
@@ -126,11 +132,13 @@ class engine {
       link.posted.erase(std::remove(link.posted.begin(), link.posted.end(), slot), link.posted.end());
     } else if (o.state == op_state::moving) {
       // Halfway through a frame: the stream can't be resynchronised, and the caller
-      // needs its buffer back now. Closing the socket guarantees both.
+      // needs its buffer back now. Cancelling the socket's operations and never
+      // continuing them guarantees both; the socket stays open until the transport
+      // is destroyed, so the peer goes on to see the failure that caused this one.
       for (auto& frame : link.queue)
         if (frame.slot == slot) frame.slot = no_slot;
       if (link.receiving == slot) link.receiving = no_slot;
-      close(link, link_status::lost, "the connection was closed after a transfer was cancelled halfway");
+      abandon(link);
     }
     release(slot);
   }
@@ -194,18 +202,33 @@ class engine {
   void write_next(connection& link) {
     while (!link.writing && !link.queue.empty() && link.queue.front().withdrawn) link.queue.pop_front();
     if (link.writing || link.queue.empty() || link.status != link_status::open) return;
-    outgoing& frame = link.queue.front();
-    std::array<asio::const_buffer, 2> buffers{asio::buffer(frame.header), asio::const_buffer{}};
-    if (frame.slot != no_slot) {
-      ops_[frame.slot]->state = op_state::moving;
-      buffers[1] = asio::buffer(ops_[frame.slot]->out.data(), ops_[frame.slot]->out.size());
-    }
+    const outgoing& frame = link.queue.front();
+    if (frame.slot != no_slot) ops_[frame.slot]->state = op_state::moving;
     link.writing = true;
-    asio::async_write(*link.socket, buffers, [this, &link](const error_code& ec, std::size_t) {
-      link.writing = false;
-      const std::uint32_t slot = link.queue.empty() ? no_slot : link.queue.front().slot;
-      if (!link.queue.empty()) link.queue.pop_front();
+    link.written = 0;
+    write_rest(link);
+  }
+
+  // Writes what is left of the front frame, one write at a time.
+  void write_rest(connection& link) {
+    const outgoing& frame = link.queue.front();
+    std::span<const std::byte> payload;
+    if (frame.slot != no_slot) payload = ops_[frame.slot]->out;
+    std::array<asio::const_buffer, 2> rest{};
+    if (link.written < header_size) {
+      rest[0] = asio::buffer(frame.header.data() + link.written, header_size - link.written);
+      rest[1] = asio::buffer(payload.data(), payload.size());
+    } else {
+      rest[0] = asio::buffer(payload.data() + (link.written - header_size), payload.size() - (link.written - header_size));
+    }
+    link.socket->async_write_some(rest, [this, &link, total = header_size + payload.size()](const error_code& ec, std::size_t n) {
+      if (link.status != link_status::open) return;
       if (ec) return ended(link, ec);
+      link.written += n;
+      if (link.written < total) return write_rest(link);
+      link.writing = false;
+      const std::uint32_t slot = link.queue.front().slot;
+      link.queue.pop_front();
       if (slot != no_slot) ops_[slot]->state = op_state::done;
       write_next(link);
     });
@@ -216,6 +239,7 @@ class engine {
   void read_header(connection& link) {
     if (link.status != link_status::open) return;
     asio::async_read(*link.socket, asio::buffer(link.incoming), [this, &link](const error_code& ec, std::size_t) {
+      if (link.status != link_status::open) return;  // the header buffer is the link's own
       if (ec) return ended(link, ec);
       const auto h = decode(link.incoming);
       if (!h) return close(link, link_status::lost, "rank " + std::to_string(link.peer) + " sent a malformed frame header");
@@ -244,6 +268,7 @@ class engine {
       link.early_bytes += h.length;
       const message_tag tag = h.tag;
       return asio::async_read(*link.socket, asio::buffer(link.landing), [this, &link, tag](const error_code& ec, std::size_t) {
+        if (link.status != link_status::open) return;
         if (ec) return ended(link, ec);
         link.early.push_back({tag, std::move(link.landing)});
         link.landing = {};
@@ -311,12 +336,23 @@ class engine {
     o.state = op_state::moving;
     link.receiving = slot;
     if (o.type == op_type::recv) {
-      return asio::async_read(*link.socket, asio::buffer(o.in.data(), length), [this, &link](const error_code& ec, std::size_t) {
-        if (ec) return ended(link, ec);
-        finish_receive(link);
-      });
+      link.got = 0;
+      return read_into(link);
     }
     read_pieces(link, o.granule);
+  }
+
+  // Reads the rest of a plain receive's payload straight into its buffer.
+  void read_into(connection& link) {
+    pending_op& o = *ops_[link.receiving];
+    link.socket->async_read_some(asio::buffer(o.in.data() + link.got, o.bytes - link.got),
+                                 [this, &link](const error_code& ec, std::size_t n) {
+      if (link.status != link_status::open) return;  // abandoned: the buffer is the caller's again
+      if (ec) return ended(link, ec);
+      link.got += n;
+      if (link.got < ops_[link.receiving]->bytes) return read_into(link);
+      finish_receive(link);
+    });
   }
 
   // Reads the rest of a frame in pieces; whole granules go to the receive's sink (or
@@ -328,6 +364,7 @@ class engine {
     const std::size_t want = std::min<std::uint64_t>(link.remaining, capacity - link.chunk_fill);
     link.socket->async_read_some(asio::buffer(link.chunk.data() + link.chunk_fill, want),
                                  [this, &link, granule](const error_code& ec, std::size_t n) {
+      if (link.status != link_status::open) return;
       if (ec) return ended(link, ec);
       link.remaining -= n;
       link.chunk_fill += n;
@@ -373,6 +410,15 @@ class engine {
     link.socket->close(ignored);
   }
 
+  void abandon(connection& link) {
+    if (link.status != link_status::open) return;
+    link.status = link_status::abandoned;
+    link.loss = "the connection to rank " + std::to_string(link.peer) +
+                " is out of step: a transfer was cancelled halfway after an earlier failure; build a new communicator";
+    error_code ignored;
+    link.socket->cancel(ignored);
+  }
+
   // Tells every peer this rank is leaving, so its end of file is no loss, and waits
   // a little for the frames to go out.
   void say_goodbye() noexcept {
@@ -389,7 +435,7 @@ class engine {
       };
       while (!flushed() && clock::now() < until) io_.run_one_until(until);
       for (auto& l : links_)
-        if (l && l->status == link_status::open) {
+        if (l && (l->status == link_status::open || l->status == link_status::abandoned)) {
           error_code ignored;
           l->socket->shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
           l->socket->close(ignored);
