@@ -1,0 +1,274 @@
+// Faults: a rank killed with SIGKILL at a random point of a loop of collectives.
+// Every survivor must report the lost peer (errc::peer_lost, naming the victim)
+// within the per-call deadline + 2 s, none may hang or compute a wrong result, and
+// the launcher must exit non-zero (137: the victim, killed by SIGKILL, fails first).
+//
+// Each trial runs `collectives-run -n P --grace 5 --timeout 60 fault_worker VICTIM
+// DELAY_US SEED` (see fault_worker.cpp) and reads its output. The trials are random
+// but reproducible: the test prints its seed, and COLLECTIVES_FAULT_SEED=N repeats
+// a run; COLLECTIVES_FAULT_TRIALS changes the number of trials (default 20).
+// COLLECTIVES_RUN and COLLECTIVES_FAULT_WORKER override the programs' paths that
+// CMake compiled in.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+namespace {
+
+using steady = std::chrono::steady_clock;
+
+constexpr double call_timeout_s = 3;  // the workers' per-call deadline (COLLECTIVES_TIMEOUT)
+constexpr double allowed_s = call_timeout_s + 2;  // how late a survivor may report the loss
+constexpr int grace_s = 5;                        // collectives-run --grace
+constexpr int launcher_timeout_s = 60;            // collectives-run --timeout
+constexpr auto trial_limit = std::chrono::seconds(launcher_timeout_s + 15);  // then we kill the launcher
+
+std::string from_env(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? v : fallback;
+}
+
+struct outcome {
+  int status = -1;  // the launcher's exit status, 128 + signal if it was killed, -1 if we had to kill it
+  bool hung = false;
+  std::string output;  // stdout and stderr together
+  double seconds = 0;
+};
+
+// Runs argv[0] with stdout and stderr into one pipe; reads until end of file or
+// trial_limit (then kills it).
+outcome run(const std::vector<std::string>& args) {
+  outcome out;
+  const auto start = steady::now();
+  int fds[2];
+  REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::dup2(fds[1], 1);
+    ::dup2(fds[1], 2);
+    ::execv(argv[0], argv.data());
+    const std::string msg = "kill_test: cannot run " + args[0] + ": " + std::strerror(errno) + "\n";
+    (void)!::write(2, msg.data(), msg.size());
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  char buffer[65536];
+  for (;;) {
+    const auto left = trial_limit - (steady::now() - start);
+    if (left <= std::chrono::milliseconds(0)) {
+      out.hung = true;
+      ::kill(pid, SIGKILL);  // its ranks die with it (PR_SET_PDEATHSIG)
+      break;
+    }
+    pollfd p{fds[0], POLLIN, 0};
+    const int ready = ::poll(&p, 1, int(std::chrono::duration_cast<std::chrono::milliseconds>(left).count()) + 1);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) continue;
+    const ssize_t n = ::read(fds[0], buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    out.output.append(buffer, std::size_t(n));
+  }
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (out.hung) out.status = -1;
+  else if (WIFEXITED(status)) out.status = WEXITSTATUS(status);
+  else if (WIFSIGNALED(status)) out.status = 128 + WTERMSIG(status);
+  out.seconds = std::chrono::duration<double>(steady::now() - start).count();
+  return out;
+}
+
+struct rank_lines {
+  std::vector<long long> killing_at;
+  std::string killed_during;  // what the victim was doing
+  struct lost {
+    long long at;
+    std::string code, what;
+  };
+  std::vector<lost> losses;
+  std::vector<std::string> wrong, failed;
+};
+
+// "[R] text" lines by rank; the launcher's own lines have no prefix.
+std::map<int, rank_lines> parse(const std::string& output) {
+  std::map<int, rank_lines> ranks;
+  std::size_t pos = 0;
+  while (pos < output.size()) {
+    std::size_t end = output.find('\n', pos);
+    if (end == std::string::npos) end = output.size();
+    const std::string_view line(output.data() + pos, end - pos);
+    pos = end + 1;
+    if (line.empty() || line[0] != '[') continue;
+    const std::size_t close = line.find("] ");
+    if (close == std::string_view::npos) continue;
+    const int rank = std::atoi(std::string(line.substr(1, close - 1)).c_str());
+    const std::string_view text = line.substr(close + 2);
+    auto starts = [&](std::string_view prefix) { return text.substr(0, prefix.size()) == prefix; };
+    rank_lines& r = ranks[rank];
+    if (starts("killing at ")) {
+      r.killing_at.push_back(std::atoll(std::string(text.substr(11)).c_str()));
+      if (const std::size_t note = text.find(" ("); note != std::string_view::npos) r.killed_during = text.substr(note + 1);
+    } else if (starts("lost at ")) {
+      const std::size_t code = text.find(" code="), what = text.find(" what=");
+      if (code == std::string_view::npos || what == std::string_view::npos || what < code) {
+        r.failed.push_back("unparsable: " + std::string(text));
+        continue;
+      }
+      r.losses.push_back({std::atoll(std::string(text.substr(8, code - 8)).c_str()),
+                          std::string(text.substr(code + 6, what - code - 6)), std::string(text.substr(what + 6))});
+    } else if (starts("WRONG")) {
+      r.wrong.emplace_back(text);
+    } else if (starts("FAILED")) {
+      r.failed.emplace_back(text);
+    }
+  }
+  return ranks;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+std::string ms(double seconds) {
+  char s[32];
+  std::snprintf(s, sizeof s, "%.1f ms", seconds * 1e3);
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("a rank killed at a random point: every survivor reports the lost peer in time") {
+  const std::string launcher = from_env("COLLECTIVES_RUN", COLLECTIVES_RUN_PATH);
+  const std::string worker = from_env("COLLECTIVES_FAULT_WORKER", FAULT_WORKER_PATH);
+  const int trials = std::atoi(from_env("COLLECTIVES_FAULT_TRIALS", "20").c_str());
+  const std::uint64_t seed = std::getenv("COLLECTIVES_FAULT_SEED")
+                                 ? std::strtoull(std::getenv("COLLECTIVES_FAULT_SEED"), nullptr, 10)
+                                 : (std::uint64_t(std::random_device{}()) << 32 | std::random_device{}());
+  std::printf("kill_test: seed %llu (COLLECTIVES_FAULT_SEED=%llu repeats this run), %d trials\n",
+              static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed), trials);
+  std::fflush(stdout);
+
+  // Each trial is a job of its own: a fresh port and token from the launcher.
+  for (const char* name : {"MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
+                           "COLLECTIVES_JOB_TOKEN", "COLLECTIVES_CHECK_CALLS", "OMPI_COMM_WORLD_RANK",
+                           "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS"})
+    ::unsetenv(name);
+  char timeout_text[32];
+  std::snprintf(timeout_text, sizeof timeout_text, "%g", call_timeout_s);
+  ::setenv("COLLECTIVES_TIMEOUT", timeout_text, 1);
+  ::setenv("COLLECTIVES_STARTUP_TIMEOUT", "20", 1);
+  ::setenv("COLLECTIVES_FAULT_MAX_S", "30", 1);
+
+  std::mt19937_64 rng(seed);
+  std::vector<double> trial_latencies, all_latencies;
+  int failed_trials = 0;
+  for (int t = 0; t < trials; ++t) {
+    const int ranks = std::array{2, 3, 4, 4}[rng() % 4];
+    const int victim = int(rng() % std::uint64_t(ranks));
+    const long long delay_us = static_cast<long long>(rng() % 400001);
+    const std::uint64_t job_seed = rng() >> 1;
+    const std::vector<std::string> args{launcher, "-n", std::to_string(ranks), "--grace", std::to_string(grace_s),
+                                        "--timeout", std::to_string(launcher_timeout_s), worker,
+                                        std::to_string(victim), std::to_string(delay_us), std::to_string(job_seed)};
+    std::string command = std::string("COLLECTIVES_TIMEOUT=") + timeout_text;
+    for (const auto& a : args) command += " " + a;
+
+    const outcome out = run(args);
+    const auto lines = parse(out.output);
+    std::vector<std::string> problems;
+    auto problem = [&](std::string s) { problems.push_back(std::move(s)); };
+
+    if (out.hung) problem("the launcher was still running after " + std::to_string(trial_limit.count()) + " s; killed it");
+    else if (out.status == 0) problem("the launcher exited 0");
+    else if (out.status != 137) problem("the launcher exited " + std::to_string(out.status) + ", expected 137");
+
+    std::optional<long long> killed_at;
+    std::string killed_during;
+    if (auto it = lines.find(victim); it != lines.end() && it->second.killing_at.size() == 1) {
+      killed_at = it->second.killing_at.front();
+      if (!it->second.killed_during.empty()) killed_during = " " + it->second.killed_during;
+    } else problem("the victim, rank " + std::to_string(victim) + ", did not print one 'killing at'");
+
+    double worst = 0;
+    std::string per_rank;
+    for (const auto& [rank, r] : lines) {
+      for (const auto& w : r.wrong) problem("rank " + std::to_string(rank) + ": " + w);
+      for (const auto& f : r.failed) problem("rank " + std::to_string(rank) + ": " + f);
+      if (rank == victim && !r.losses.empty()) problem("the victim reported a loss: " + r.losses.front().what);
+      if (rank != victim && !r.killing_at.empty()) problem("rank " + std::to_string(rank) + " is not the victim but printed 'killing at'");
+    }
+    for (int rank = 0; rank < ranks; ++rank) {
+      if (rank == victim) continue;
+      const std::string who = "rank " + std::to_string(rank) + ": ";
+      const auto it = lines.find(rank);
+      if (it == lines.end() || it->second.losses.empty()) {
+        problem(who + "reported no loss (hung until the launcher stopped it?)");
+        continue;
+      }
+      if (it->second.losses.size() > 1) problem(who + "reported " + std::to_string(it->second.losses.size()) + " losses");
+      const auto& loss = it->second.losses.front();
+      if (loss.code != "peer lost") problem(who + "code=" + loss.code + " (expected peer lost): " + loss.what);
+      else if (loss.what.find("lost rank " + std::to_string(victim) + ":") == std::string::npos)
+        problem(who + "the error does not name the victim, rank " + std::to_string(victim) + ": " + loss.what);
+      if (killed_at) {
+        const double latency = double(loss.at - *killed_at) * 1e-9;
+        if (latency < 0) problem(who + "reported the loss " + ms(-latency) + " before the kill: " + loss.what);
+        if (latency > allowed_s) problem(who + "reported the loss " + ms(latency) + " after the kill, more than " + ms(allowed_s));
+        worst = std::max(worst, latency);
+        all_latencies.push_back(latency);
+        per_rank += " " + std::to_string(rank) + ":" + ms(latency);
+      }
+    }
+    if (killed_at) trial_latencies.push_back(worst);
+
+    std::printf("trial %2d: %d ranks, victim %d killed after %5.1f ms%s; exit %d after %.2f s; detected after max %s (%s )%s\n",
+                t, ranks, victim, double(delay_us) / 1e3, killed_during.c_str(), out.status, out.seconds,
+                ms(worst).c_str(), per_rank.c_str(), problems.empty() ? "" : "  FAILED");
+    std::fflush(stdout);
+    if (!problems.empty()) {
+      ++failed_trials;
+      std::string report = "trial " + std::to_string(t) + " (repeat with: " + command + "):\n";
+      for (const auto& p : problems) report += "  " + p + "\n";
+      report += "--- output:\n" + out.output.substr(0, 20000);
+      FAIL_CHECK(report);
+    }
+  }
+
+  std::printf("kill_test: %d of %d trials failed; detection latency, worst survivor of each trial: median %s, max %s; "
+              "all survivors: median %s, max %s; allowed %s\n",
+              failed_trials, trials, ms(median(trial_latencies)).c_str(),
+              ms(trial_latencies.empty() ? 0 : *std::max_element(trial_latencies.begin(), trial_latencies.end())).c_str(),
+              ms(median(all_latencies)).c_str(),
+              ms(all_latencies.empty() ? 0 : *std::max_element(all_latencies.begin(), all_latencies.end())).c_str(),
+              ms(allowed_s).c_str());
+  std::fflush(stdout);
+  CHECK(failed_trials == 0);
+}
