@@ -21,15 +21,17 @@
 // collectives::ring follows the same schedule (and pipelines it); this program
 // checks the hand-written ring against it and against a serial sum.
 //
-// usage: 01_ring_all_reduce [ranks = 4] [elements = 1003]
+// usage: 01_ring_all_reduce [ranks = 4] [elements = 1003]                ranks as threads
+//        collectives-run -n 4 01_ring_all_reduce [elements = 1003]       ranks as processes
+// (see ranks.hpp: the same code runs either way)
 
 #include <collectives/collectives.hpp>
+
+#include "ranks.hpp"
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
-#include <exception>
 #include <iostream>
 #include <span>
 #include <stdexcept>
@@ -37,7 +39,6 @@
 #include <vector>
 
 namespace coll = collectives;
-using comm_t = coll::communicator<coll::inproc>;
 
 namespace {
 
@@ -54,7 +55,10 @@ extent chunk_of(std::size_t n, int p, int c) {
 }
 
 // Sums `data` over all ranks, in place. Returns how many elements this rank sent.
-std::size_t ring_all_reduce(comm_t& comm, std::span<float> data) {
+// Comm is communicator<inproc> when the ranks are threads, communicator<tcp> when
+// they are processes: send and recv are the same calls for both.
+template <class Comm>
+std::size_t ring_all_reduce(Comm& comm, std::span<float> data) {
   const int p = comm.size(), r = comm.rank();
   const int right = (r + 1) % p, left = (r + p - 1) % p;
   constexpr std::uint32_t reduce_scatter_tag = 0, all_gather_tag = 1;
@@ -111,8 +115,15 @@ std::size_t ring_all_reduce(comm_t& comm, std::span<float> data) {
 // so every way of adding them (by hand, ring, serial) must agree to the last bit.
 float input_value(int rank, std::size_t i) { return float(int((i * 7 + std::size_t(rank) * 13) % 101) - 50); }
 
-// Throws on the first element that differs; run_ranks stops the other ranks and
-// rethrows it in main.
+// The answer every rank must reach, computed the plain way.
+std::vector<float> serial_sum(int ranks, std::size_t n) {
+  std::vector<float> sum(n, 0.0f);
+  for (int r = 0; r < ranks; ++r)
+    for (std::size_t i = 0; i < n; ++i) sum[i] += input_value(r, i);
+  return sum;
+}
+
+// Throws on the first element that differs; run_example reports it, and main returns 1.
 void expect_equal(const std::vector<float>& got, const std::vector<float>& want, int rank, const char* what) {
   for (std::size_t i = 0; i < want.size(); ++i)
     if (got[i] != want[i])
@@ -123,47 +134,37 @@ void expect_equal(const std::vector<float>& got, const std::vector<float>& want,
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int ranks = argc > 1 ? std::atoi(argv[1]) : 4;
-  const long long elements = argc > 2 ? std::atoll(argv[2]) : 1003;
-  if (ranks < 1 || elements < 0) {
-    std::cerr << "usage: 01_ring_all_reduce [ranks >= 1] [elements >= 0]\n";
-    return 2;
-  }
+  const examples::command_line command(argc, argv);
+  const long long elements = command.number(0, 1003);
+  if (!command.well_formed(1) || elements < 0) return command.usage("[elements >= 0]");
   const std::size_t n = std::size_t(elements);
 
-  // The answer every rank must reach, computed the plain way.
-  std::vector<float> serial(n, 0.0f);
-  for (int r = 0; r < ranks; ++r)
-    for (std::size_t i = 0; i < n; ++i) serial[i] += input_value(r, i);
+  // What follows runs on every rank: on a thread of this process or, under a launcher,
+  // in a process of its own. `comm` is a communicator<inproc> or a communicator<tcp>,
+  // and every call reads the same for both (ranks.hpp).
+  return examples::run_example(command, [&](auto& comm) {
+    const int ranks = comm.size();  // the launcher's -n, or the threads asked for
+    const std::vector<float> serial = serial_sum(ranks, n);
 
-  std::size_t sent_by_rank0 = 0;
-  try {
-    coll::run_ranks(ranks, [&](comm_t& comm) {
-      std::vector<float> data(n);
-      for (std::size_t i = 0; i < n; ++i) data[i] = input_value(comm.rank(), i);
-      std::vector<float> by_library = data;
+    std::vector<float> data(n);
+    for (std::size_t i = 0; i < n; ++i) data[i] = input_value(comm.rank(), i);
+    std::vector<float> by_library = data;
 
-      const std::size_t sent = ring_all_reduce(comm, data);
-      coll::all_reduce<coll::ring>(comm, by_library, coll::sum{});
+    const std::size_t sent = ring_all_reduce(comm, data);
+    coll::all_reduce<coll::ring>(comm, by_library, coll::sum{});
 
-      expect_equal(data, serial, comm.rank(), "hand-written ring");
-      expect_equal(by_library, serial, comm.rank(), "all_reduce<ring>");
-      if (comm.rank() == 0) sent_by_rank0 = sent;
-    });
-  } catch (const std::exception& e) {
-    std::cerr << "01_ring_all_reduce: FAILED: " << e.what() << '\n';
-    return 1;
-  }
+    expect_equal(data, serial, comm.rank(), "hand-written ring");
+    expect_equal(by_library, serial, comm.rank(), "all_reduce<ring>");
+    if (!examples::prints_summary(comm)) return;
 
-  std::cout << "ring all-reduce of " << n << " floats over " << ranks << (ranks == 1 ? " rank, " : " ranks, ")
-            << 2 * (ranks - 1) << " steps\n"
-            << "  chunks:";
-  for (int c = 0; c < ranks; ++c) std::cout << ' ' << chunk_of(n, ranks, c).count;
-  std::cout << " elements\n  rank 0 sent " << sent_by_rank0 << " elements, "
-            << (n ? double(sent_by_rank0) / double(n) : 0.0)
-            << " times the buffer (2(P-1)/P = " << 2.0 * (ranks - 1) / ranks << ")\n  result:";
-  for (std::size_t i = 0; i < n && i < 6; ++i) std::cout << ' ' << serial[i];
-  std::cout << (n > 6 ? " ...\n" : "\n")
-            << "  hand-written ring == collectives::all_reduce<ring> == serial sum, on every rank\n";
-  return 0;
+    std::cout << "ring all-reduce of " << n << " floats over " << ranks << (ranks == 1 ? " rank, " : " ranks, ")
+              << 2 * (ranks - 1) << " steps\n"
+              << "  chunks:";
+    for (int c = 0; c < ranks; ++c) std::cout << ' ' << chunk_of(n, ranks, c).count;
+    std::cout << " elements\n  rank 0 sent " << sent << " elements, " << (n ? double(sent) / double(n) : 0.0)
+              << " times the buffer (2(P-1)/P = " << 2.0 * (ranks - 1) / ranks << ")\n  result:";
+    for (std::size_t i = 0; i < n && i < 6; ++i) std::cout << ' ' << serial[i];
+    std::cout << (n > 6 ? " ...\n" : "\n")
+              << "  hand-written ring == collectives::all_reduce<ring> == serial sum, on every rank\n";
+  });
 }

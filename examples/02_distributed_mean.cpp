@@ -9,15 +9,17 @@
 // sums like collectives::sum, and each finished element is divided by the rank count
 // once, at the end.
 //
-// usage: 02_distributed_mean [ranks = 4]
+// usage: 02_distributed_mean [ranks = 4]                 ranks as threads
+//        collectives-run -n 4 02_distributed_mean        ranks as processes
+// (see ranks.hpp: the same code runs either way)
 
 #include <collectives/collectives.hpp>
+
+#include "ranks.hpp"
 
 #include <array>
 #include <cmath>
 #include <cstddef>
-#include <cstdlib>
-#include <exception>
 #include <iostream>
 #include <numeric>
 #include <stdexcept>
@@ -25,7 +27,6 @@
 #include <vector>
 
 namespace coll = collectives;
-using comm_t = coll::communicator<coll::inproc>;
 
 namespace {
 
@@ -51,77 +52,63 @@ void expect(bool ok, int rank, const std::string& what) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int ranks = argc > 1 ? std::atoi(argv[1]) : 4;
-  if (ranks < 1) {
-    std::cerr << "usage: 02_distributed_mean [ranks >= 1]\n";
-    return 2;
-  }
+  const examples::command_line command(argc, argv);
+  if (!command.well_formed(0)) return command.usage("");
 
-  // The serial answers, from the whole dataset in one place.
-  const std::size_t total = shard_offset(ranks);
-  double serial_sum = 0;
-  for (std::size_t g = 0; g < total; ++g) serial_sum += sample(g);
-  const double serial_mean = serial_sum / double(total);
+  return examples::run_example(command, [&](auto& comm) {
+    const int ranks = comm.size(), r = comm.rank();
 
-  constexpr std::size_t parameters = 8;
-  std::array<float, parameters> serial_gradient{};
-  for (std::size_t i = 0; i < parameters; ++i) {
-    float sum = 0;
-    for (int r = 0; r < ranks; ++r) sum += gradient_value(r, i);
-    serial_gradient[i] = sum / float(ranks);
-  }
+    // The serial answers, from the whole dataset in one place.
+    const std::size_t total = shard_offset(ranks);
+    double serial_sum = 0;
+    for (std::size_t g = 0; g < total; ++g) serial_sum += sample(g);
+    const double serial_mean = serial_sum / double(total);
 
-  double mean = 0, mean_of_means = 0;
-  std::vector<float> averaged;
-  try {
-    coll::run_ranks(ranks, [&](comm_t& comm) {
-      const int r = comm.rank();
-      std::vector<double> shard(shard_size(r));
-      for (std::size_t i = 0; i < shard.size(); ++i) shard[i] = sample(shard_offset(r) + i);
+    constexpr std::size_t parameters = 8;
+    std::array<float, parameters> serial_gradient{};
+    for (std::size_t i = 0; i < parameters; ++i) {
+      float sum = 0;
+      for (int q = 0; q < ranks; ++q) sum += gradient_value(q, i);
+      serial_gradient[i] = sum / float(ranks);
+    }
 
-      // The global mean: sum and count, reduced together. (A count kept in a double is
-      // exact up to 2^53 samples.)
-      const double local_sum = std::accumulate(shard.begin(), shard.end(), 0.0);
-      std::array<double, 2> sum_and_count{local_sum, double(shard.size())};
-      coll::all_reduce(comm, sum_and_count, coll::sum{});
-      const double global_mean = sum_and_count[0] / sum_and_count[1];
-      expect(std::abs(global_mean - serial_mean) <= 1e-12 * std::abs(serial_mean), r,
-             "global mean is " + std::to_string(global_mean) + ", the serial mean is " + std::to_string(serial_mean));
+    std::vector<double> shard(shard_size(r));
+    for (std::size_t i = 0; i < shard.size(); ++i) shard[i] = sample(shard_offset(r) + i);
 
-      // The tempting shortcut, for contrast: avg of one value per rank gives the mean
-      // of the local means, which is the global mean only if all shards are equal.
-      const double local_mean = local_sum / double(shard.size());
-      const double shortcut = coll::all_reduce(comm, local_mean, coll::avg{});
+    // The global mean: sum and count, reduced together. (A count kept in a double is
+    // exact up to 2^53 samples.)
+    const double local_sum = std::accumulate(shard.begin(), shard.end(), 0.0);
+    std::array<double, 2> sum_and_count{local_sum, double(shard.size())};
+    coll::all_reduce(comm, sum_and_count, coll::sum{});
+    const double global_mean = sum_and_count[0] / sum_and_count[1];
+    expect(std::abs(global_mean - serial_mean) <= 1e-12 * std::abs(serial_mean), r,
+           "global mean is " + std::to_string(global_mean) + ", the serial mean is " + std::to_string(serial_mean));
 
-      // Equal sizes: every rank computed a gradient of the same parameters on its own
-      // batch, and the update wants their mean, element by element.
-      std::vector<float> gradient(parameters);
-      for (std::size_t i = 0; i < parameters; ++i) gradient[i] = gradient_value(r, i);
-      coll::all_reduce(comm, gradient, coll::avg{});
-      // Exact sums, divided once by the rank count on both sides: equal to the bit.
-      for (std::size_t i = 0; i < parameters; ++i)
-        expect(gradient[i] == serial_gradient[i], r,
-               "avg gradient[" + std::to_string(i) + "] is " + std::to_string(gradient[i]) + ", the serial mean is " +
-                   std::to_string(serial_gradient[i]));
+    // The tempting shortcut, for contrast: avg of one value per rank gives the mean
+    // of the local means, which is the global mean only if all shards are equal.
+    const double local_mean = local_sum / double(shard.size());
+    const double mean_of_means = coll::all_reduce(comm, local_mean, coll::avg{});
 
-      if (r == 0) {
-        mean = global_mean;
-        mean_of_means = shortcut;
-        averaged = gradient;
-      }
-    });
-  } catch (const std::exception& e) {
-    std::cerr << "02_distributed_mean: FAILED: " << e.what() << '\n';
-    return 1;
-  }
+    // Equal sizes: every rank computed a gradient of the same parameters on its own
+    // batch, and the update wants their mean, element by element.
+    std::vector<float> gradient(parameters);
+    for (std::size_t i = 0; i < parameters; ++i) gradient[i] = gradient_value(r, i);
+    coll::all_reduce(comm, gradient, coll::avg{});
+    // Exact sums, divided once by the rank count on both sides: equal to the bit.
+    for (std::size_t i = 0; i < parameters; ++i)
+      expect(gradient[i] == serial_gradient[i], r,
+             "avg gradient[" + std::to_string(i) + "] is " + std::to_string(gradient[i]) + ", the serial mean is " +
+                 std::to_string(serial_gradient[i]));
+    if (!examples::prints_summary(comm)) return;
 
-  std::cout << "dataset of " << total << " samples in " << ranks << (ranks == 1 ? " shard of" : " shards of");
-  for (int r = 0; r < ranks; ++r) std::cout << ' ' << shard_size(r);
-  std::cout << "\n  global mean, from all_reduce of (sum, count): " << mean << " (serial: " << serial_mean << ")\n"
-            << "  mean of the local means, for contrast:         " << mean_of_means
-            << (ranks > 1 ? " (wrong: small shards weigh too much)\n" : "\n") << "  avg of " << ranks
-            << (ranks == 1 ? " gradient:" : " equal-size gradients:");
-  for (float g : averaged) std::cout << ' ' << g;
-  std::cout << "\n  all results match the serial computation on every rank\n";
-  return 0;
+    std::cout << "dataset of " << total << " samples in " << ranks << (ranks == 1 ? " shard of" : " shards of");
+    for (int q = 0; q < ranks; ++q) std::cout << ' ' << shard_size(q);
+    std::cout << "\n  global mean, from all_reduce of (sum, count): " << global_mean << " (serial: " << serial_mean
+              << ")\n"
+              << "  mean of the local means, for contrast:         " << mean_of_means
+              << (ranks > 1 ? " (wrong: small shards weigh too much)\n" : "\n") << "  avg of " << ranks
+              << (ranks == 1 ? " gradient:" : " equal-size gradients:");
+    for (float g : gradient) std::cout << ' ' << g;
+    std::cout << "\n  all results match the serial computation on every rank\n";
+  });
 }

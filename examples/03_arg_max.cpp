@@ -5,22 +5,27 @@
 // a user-written op then picks the best of the bests. The op works on a user struct:
 // any trivially copyable type can travel, as bytes.
 //
-// usage: 03_arg_max [ranks = 4]
+// At the end rank 0 collects every rank's local best with a gather, to show them:
+// with processes, nothing is shared but what is sent.
+//
+// usage: 03_arg_max [ranks = 4]                 ranks as threads
+//        collectives-run -n 4 03_arg_max        ranks as processes
+// (see ranks.hpp: the same code runs either way)
 
 #include <collectives/collectives.hpp>
 
+#include "ranks.hpp"
+
 #include <algorithm>
 #include <cstddef>
-#include <cstdlib>
-#include <exception>
 #include <iostream>
 #include <limits>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace coll = collectives;
-using comm_t = coll::communicator<coll::inproc>;
 
 namespace {
 
@@ -68,61 +73,55 @@ void expect_same(const candidate& got, const candidate& want, int rank, const ch
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int ranks = argc > 1 ? std::atoi(argv[1]) : 4;
-  if (ranks < 1) {
-    std::cerr << "usage: 03_arg_max [ranks >= 1]\n";
-    return 2;
-  }
+  const examples::command_line command(argc, argv);
+  if (!command.well_formed(0)) return command.usage("");
 
-  // The serial answer: the first maximum of the whole vector.
-  std::vector<float> whole(shard_offset(ranks));
-  for (std::size_t g = 0; g < whole.size(); ++g) whole[g] = value_at(g);
-  const auto first_max = std::max_element(whole.begin(), whole.end());
-  const candidate serial{*first_max, long(first_max - whole.begin())};
+  return examples::run_example(command, [&](auto& comm) {
+    const int ranks = comm.size(), r = comm.rank();
 
-  std::vector<candidate> local_bests(std::size_t(ranks), nobody);  // each rank writes its own slot
-  candidate found = nobody;
-  try {
-    coll::run_ranks(ranks, [&](comm_t& comm) {
-      const int r = comm.rank();
-      const std::size_t offset = shard_offset(r);
-      std::vector<float> shard(shard_size(r));
-      for (std::size_t i = 0; i < shard.size(); ++i) shard[i] = value_at(offset + i);
+    // The serial answer: the first maximum of the whole vector.
+    std::vector<float> whole(shard_offset(ranks));
+    for (std::size_t g = 0; g < whole.size(); ++g) whole[g] = value_at(g);
+    const auto first_max = std::max_element(whole.begin(), whole.end());
+    const candidate serial{*first_max, long(first_max - whole.begin())};
 
-      // The local scan uses the same op, so local and global ties are settled alike.
-      candidate best = nobody;
-      for (std::size_t i = 0; i < shard.size(); ++i) best = arg_max{}(best, {shard[i], long(offset + i)});
-      local_bests[std::size_t(r)] = best;
+    const std::size_t offset = shard_offset(r);
+    std::vector<float> shard(shard_size(r));
+    for (std::size_t i = 0; i < shard.size(); ++i) shard[i] = value_at(offset + i);
 
-      // One value per rank in, the best of them out, on every rank.
-      const candidate global = coll::all_reduce(comm, best, arg_max{});
-      expect_same(global, serial, r, "all_reduce");
-      if (r == 0) found = global;
+    // The local scan uses the same op, so local and global ties are settled alike.
+    candidate best = nobody;
+    for (std::size_t i = 0; i < shard.size(); ++i) best = arg_max{}(best, {shard[i], long(offset + i)});
 
-      // Forcing the ring, which combines out of rank order: it accepts the op only
-      // because the op declares itself commutative, and the answer is the same.
-      const candidate by_ring = coll::all_reduce<coll::ring>(comm, best, arg_max{});
-      expect_same(by_ring, serial, r, "all_reduce<ring>");
-    });
-  } catch (const std::exception& e) {
-    std::cerr << "03_arg_max: FAILED: " << e.what() << '\n';
-    return 1;
-  }
+    // One value per rank in, the best of them out, on every rank.
+    const candidate global = coll::all_reduce(comm, best, arg_max{});
+    expect_same(global, serial, r, "all_reduce");
 
-  std::cout << "arg-max of " << whole.size() << " values over " << ranks << (ranks == 1 ? " rank" : " ranks")
-            << "\n  local bests:";
-  for (const candidate& c : local_bests) std::cout << "  " << c.value << " at " << c.index;
-  std::cout << "\n  global best: " << found.value << " at index " << found.index << '\n';
-  std::vector<long> ties;
-  for (std::size_t g = std::size_t(serial.index) + 1; g < whole.size(); ++g)
-    if (whole[g] == serial.value) ties.push_back(long(g));
-  if (ties.empty()) {
-    std::cout << "  (no ties this time)\n";
-  } else {
-    std::cout << "  it also occurs at";
-    for (long t : ties) std::cout << ' ' << t;
-    std::cout << ": the lowest index wins the tie\n";
-  }
-  std::cout << "  all_reduce and all_reduce<ring> agree with the serial scan on every rank\n";
-  return 0;
+    // Forcing the ring, which combines out of rank order: it accepts the op only
+    // because the op declares itself commutative, and the answer is the same.
+    const candidate by_ring = coll::all_reduce<coll::ring>(comm, best, arg_max{});
+    expect_same(by_ring, serial, r, "all_reduce<ring>");
+
+    // For the summary, every rank's local best in rank order, on rank 0 (the root);
+    // the other ranks receive nothing, so their output is empty.
+    std::vector<candidate> local_bests(r == 0 ? std::size_t(ranks) : 0);
+    coll::gather(comm, std::span<const candidate>(&best, 1), local_bests, 0);
+    if (!examples::prints_summary(comm)) return;
+
+    std::cout << "arg-max of " << whole.size() << " values over " << ranks << (ranks == 1 ? " rank" : " ranks")
+              << "\n  local bests:";
+    for (const candidate& c : local_bests) std::cout << "  " << c.value << " at " << c.index;
+    std::cout << "\n  global best: " << global.value << " at index " << global.index << '\n';
+    std::vector<long> ties;
+    for (std::size_t g = std::size_t(serial.index) + 1; g < whole.size(); ++g)
+      if (whole[g] == serial.value) ties.push_back(long(g));
+    if (ties.empty()) {
+      std::cout << "  (no ties this time)\n";
+    } else {
+      std::cout << "  it also occurs at";
+      for (long t : ties) std::cout << ' ' << t;
+      std::cout << ": the lowest index wins the tie\n";
+    }
+    std::cout << "  all_reduce and all_reduce<ring> agree with the serial scan on every rank\n";
+  });
 }

@@ -12,23 +12,25 @@
 //   2. s = sum over all exp(x - m) (collectives::sum).
 //   3. y = exp(x - m) / s, on each rank's own slice; no third message.
 //
-// usage: 04_softmax [ranks = 4]
+// usage: 04_softmax [ranks = 4]                 ranks as threads
+//        collectives-run -n 4 04_softmax        ranks as processes
+// (see ranks.hpp: the same code runs either way)
 
 #include <collectives/collectives.hpp>
+
+#include "ranks.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
-#include <cstdlib>
-#include <exception>
 #include <iostream>
 #include <limits>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace coll = collectives;
-using comm_t = coll::communicator<coll::inproc>;
 
 namespace {
 
@@ -54,77 +56,64 @@ void expect(bool ok, int rank, const std::string& what) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int ranks = argc > 1 ? std::atoi(argv[1]) : 4;
-  if (ranks < 1) {
-    std::cerr << "usage: 04_softmax [ranks >= 1]\n";
-    return 2;
-  }
+  const examples::command_line command(argc, argv);
+  if (!command.well_formed(0)) return command.usage("");
 
-  // The serial reference, in double, over the whole vector.
-  const std::size_t n = shard_offset(ranks);
-  double serial_max = -std::numeric_limits<double>::infinity(), serial_sum = 0;
-  for (std::size_t g = 0; g < n; ++g) serial_max = std::max(serial_max, double(logit(g)));
-  for (std::size_t g = 0; g < n; ++g) serial_sum += std::exp(double(logit(g)) - serial_max);
-  std::vector<double> serial(n);
-  for (std::size_t g = 0; g < n; ++g) serial[g] = std::exp(double(logit(g)) - serial_max) / serial_sum;
+  return examples::run_example(command, [&](auto& comm) {
+    const int ranks = comm.size(), r = comm.rank();
 
-  float global_max = 0, denominator = 0, total = 0;
-  std::vector<float> shard_sums(static_cast<std::size_t>(ranks));  // each rank writes its own slot
-  try {
-    coll::run_ranks(ranks, [&](comm_t& comm) {
-      const int r = comm.rank();
-      const std::size_t offset = shard_offset(r);
-      std::vector<float> x(shard_size(r));
-      for (std::size_t i = 0; i < x.size(); ++i) x[i] = logit(offset + i);
+    // The serial reference, in double, over the whole vector.
+    const std::size_t n = shard_offset(ranks);
+    double serial_max = -std::numeric_limits<double>::infinity(), serial_sum = 0;
+    for (std::size_t g = 0; g < n; ++g) serial_max = std::max(serial_max, double(logit(g)));
+    for (std::size_t g = 0; g < n; ++g) serial_sum += std::exp(double(logit(g)) - serial_max);
+    std::vector<double> serial(n);
+    for (std::size_t g = 0; g < n; ++g) serial[g] = std::exp(double(logit(g)) - serial_max) / serial_sum;
 
-      // 1. The global max. (An empty shard would offer -infinity, which never wins.)
-      float local_max = -std::numeric_limits<float>::infinity();
-      for (float v : x) local_max = std::max(local_max, v);
-      const float m = coll::all_reduce(comm, local_max, coll::max{});
+    const std::size_t offset = shard_offset(r);
+    std::vector<float> x(shard_size(r));
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = logit(offset + i);
 
-      // 2. The denominator.
-      std::vector<float> y(x.size());
-      float local_sum = 0;
-      for (std::size_t i = 0; i < x.size(); ++i) {
-        y[i] = std::exp(x[i] - m);
-        local_sum += y[i];
-      }
-      const float s = coll::all_reduce(comm, local_sum, coll::sum{});
+    // 1. The global max. (An empty shard would offer -infinity, which never wins.)
+    float local_max = -std::numeric_limits<float>::infinity();
+    for (float v : x) local_max = std::max(local_max, v);
+    const float m = coll::all_reduce(comm, local_max, coll::max{});
 
-      // 3. Normalize this rank's slice.
-      float shard_sum = 0;
-      for (float& v : y) {
-        v /= s;
-        shard_sum += v;
-      }
+    // 2. The denominator.
+    std::vector<float> y(x.size());
+    float local_sum = 0;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      y[i] = std::exp(x[i] - m);
+      local_sum += y[i];
+    }
+    const float s = coll::all_reduce(comm, local_sum, coll::sum{});
 
-      for (std::size_t i = 0; i < y.size(); ++i)
-        expect(agrees(y[i], serial[offset + i]), r,
-               "softmax[" + std::to_string(offset + i) + "] is " + std::to_string(y[i]) + ", serially " +
-                   std::to_string(serial[offset + i]));
-      // The slices are one distribution: together they must sum to 1.
-      const float sum_of_all = coll::all_reduce(comm, shard_sum, coll::sum{});
-      expect(agrees(sum_of_all, 1.0), r, "the probabilities sum to " + std::to_string(sum_of_all));
+    // 3. Normalize this rank's slice.
+    float shard_sum = 0;
+    for (float& v : y) {
+      v /= s;
+      shard_sum += v;
+    }
 
-      shard_sums[std::size_t(r)] = shard_sum;
-      if (r == 0) {
-        global_max = m;
-        denominator = s;
-        total = sum_of_all;
-      }
-    });
-  } catch (const std::exception& e) {
-    std::cerr << "04_softmax: FAILED: " << e.what() << '\n';
-    return 1;
-  }
+    for (std::size_t i = 0; i < y.size(); ++i)
+      expect(agrees(y[i], serial[offset + i]), r,
+             "softmax[" + std::to_string(offset + i) + "] is " + std::to_string(y[i]) + ", serially " +
+                 std::to_string(serial[offset + i]));
+    // The slices are one distribution: together they must sum to 1.
+    const float total = coll::all_reduce(comm, shard_sum, coll::sum{});
+    expect(agrees(total, 1.0), r, "the probabilities sum to " + std::to_string(total));
 
-  std::cout << "softmax of " << n << " logits in [-100, 100] over " << ranks << (ranks == 1 ? " rank\n" : " ranks\n")
-            << "  global max " << global_max << " (exp of it in float: " << std::exp(global_max)
-            << ", hence the subtraction)\n"
-            << "  sum of exp(x - max): " << denominator << '\n'
-            << "  each shard's share of the probability:";
-  for (float p : shard_sums) std::cout << ' ' << p;
-  std::cout << " (total " << total << ")\n"
-            << "  matches the serial softmax within a relative " << tolerance << " on every rank\n";
-  return 0;
+    // For the summary, each shard's share of the probability, on rank 0.
+    std::vector<float> shard_sums(r == 0 ? std::size_t(ranks) : 0);
+    coll::gather(comm, std::span<const float>(&shard_sum, 1), shard_sums, 0);
+    if (!examples::prints_summary(comm)) return;
+
+    std::cout << "softmax of " << n << " logits in [-100, 100] over " << ranks << (ranks == 1 ? " rank\n" : " ranks\n")
+              << "  global max " << m << " (exp of it in float: " << std::exp(m) << ", hence the subtraction)\n"
+              << "  sum of exp(x - max): " << s << '\n'
+              << "  each shard's share of the probability:";
+    for (float p : shard_sums) std::cout << ' ' << p;
+    std::cout << " (total " << total << ")\n"
+              << "  matches the serial softmax within a relative " << tolerance << " on every rank\n";
+  });
 }

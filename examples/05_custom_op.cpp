@@ -20,15 +20,17 @@
 //      with collectives::commutative;
 //   3. the 2x2 matrix product, which is not commutative: the rank order matters.
 //
-// usage: 05_custom_op [ranks = 4] [modulus = 1000000007]
+// usage: 05_custom_op [ranks = 4] [modulus = 1000000007]                ranks as threads
+//        collectives-run -n 4 05_custom_op [modulus = 1000000007]       ranks as processes
+// (see ranks.hpp: the same code runs either way)
 
 #include <collectives/collectives.hpp>
+
+#include "ranks.hpp"
 
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
-#include <exception>
 #include <iomanip>
 #include <iostream>
 #include <stdexcept>
@@ -36,7 +38,6 @@
 #include <vector>
 
 namespace coll = collectives;
-using comm_t = coll::communicator<coll::inproc>;
 
 namespace {
 
@@ -113,101 +114,86 @@ bool agrees(double got, double want, double tolerance) { return std::abs(got - w
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int ranks = argc > 1 ? std::atoi(argv[1]) : 4;
+  const examples::command_line command(argc, argv);
   // The modulus is known only at run time, so the op has to carry it as state.
   // (At most 2^32, so that the sum of two residues cannot overflow.)
-  const std::uint64_t modulus = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 1'000'000'007;
-  if (ranks < 1 || modulus < 2 || modulus > (std::uint64_t(1) << 32)) {
-    std::cerr << "usage: 05_custom_op [ranks >= 1] [modulus in 2 .. 2^32]\n";
-    return 2;
-  }
+  const long long modulus_argument = command.number(0, 1'000'000'007);
+  if (!command.well_formed(1) || modulus_argument < 2 || modulus_argument > (1LL << 32))
+    return command.usage("[modulus in 2 .. 2^32]");
+  const std::uint64_t modulus = std::uint64_t(modulus_argument);
 
-  // Serial references. Statistics: two passes over all samples, the careful way; and,
-  // for contrast, the one-pass textbook formula E[x^2] - E[x]^2.
-  std::vector<double> all(shard_offset(ranks));
-  for (std::size_t g = 0; g < all.size(); ++g) all[g] = sample(g);
-  double sum = 0, squares = 0, deviations = 0;
-  for (double x : all) {
-    sum += x;
-    squares += x * x;
-  }
-  const double serial_mean = sum / double(all.size());
-  for (double x : all) deviations += (x - serial_mean) * (x - serial_mean);
-  const double serial_variance = deviations / double(all.size());
-  const double textbook_variance = squares / double(all.size()) - serial_mean * serial_mean;
+  return examples::run_example(command, [&](auto& comm) {
+    const int ranks = comm.size(), r = comm.rank();
 
-  // Sums modulo the modulus: rank r contributes (r+1) * (i+1) * 123456789 to element i.
-  constexpr std::size_t residues = 6;
-  auto contribution = [&](int rank, std::size_t i) {
-    return (std::uint64_t(rank) + 1) * (i + 1) * 123'456'789 % modulus;
-  };
-  std::vector<std::uint64_t> serial_residues(residues, 0);
-  for (int r = 0; r < ranks; ++r)
-    for (std::size_t i = 0; i < residues; ++i) serial_residues[i] = (serial_residues[i] + contribution(r, i)) % modulus;
+    // Serial references. Statistics: two passes over all samples, the careful way; and,
+    // for contrast, the one-pass textbook formula E[x^2] - E[x]^2.
+    std::vector<double> all(shard_offset(ranks));
+    for (std::size_t g = 0; g < all.size(); ++g) all[g] = sample(g);
+    double sum = 0, squares = 0, deviations = 0;
+    for (double x : all) {
+      sum += x;
+      squares += x * x;
+    }
+    const double serial_mean = sum / double(all.size());
+    for (double x : all) deviations += (x - serial_mean) * (x - serial_mean);
+    const double serial_variance = deviations / double(all.size());
+    const double textbook_variance = squares / double(all.size()) - serial_mean * serial_mean;
 
-  // Matrices: the product in rank order, and the reverse, to show that they differ.
-  mat2 in_order = matrix_of(0), reversed = matrix_of(0);
-  for (int r = 1; r < ranks; ++r) {
-    in_order = mat_mul{}(in_order, matrix_of(r));
-    reversed = mat_mul{}(matrix_of(r), reversed);
-  }
+    // Sums modulo the modulus: rank q contributes (q+1) * (i+1) * 123456789 to element i.
+    constexpr std::size_t residues = 6;
+    auto contribution = [&](int rank, std::size_t i) {
+      return (std::uint64_t(rank) + 1) * (i + 1) * 123'456'789 % modulus;
+    };
+    std::vector<std::uint64_t> serial_residues(residues, 0);
+    for (int q = 0; q < ranks; ++q)
+      for (std::size_t i = 0; i < residues; ++i) serial_residues[i] = (serial_residues[i] + contribution(q, i)) % modulus;
 
-  statistics result{};
-  std::vector<std::uint64_t> sums;
-  mat2 product{};
-  try {
-    coll::run_ranks(ranks, [&](comm_t& comm) {
-      const int r = comm.rank();
+    // Matrices: the product in rank order, and the reverse, to show that they differ.
+    mat2 in_order = matrix_of(0), reversed = matrix_of(0);
+    for (int q = 1; q < ranks; ++q) {
+      in_order = mat_mul{}(in_order, matrix_of(q));
+      reversed = mat_mul{}(matrix_of(q), reversed);
+    }
 
-      // 1. Each rank summarizes its shard; one all_reduce merges the summaries.
-      std::vector<double> shard(shard_size(r));
-      for (std::size_t i = 0; i < shard.size(); ++i) shard[i] = sample(shard_offset(r) + i);
-      const statistics global = coll::all_reduce(comm, statistics_of(shard), merge_statistics{});
-      expect(global.count == double(all.size()), r, "merged count is " + std::to_string(global.count));
-      expect(agrees(global.mean, serial_mean, 1e-12), r, "merged mean is " + std::to_string(global.mean));
-      expect(agrees(global.m2 / global.count, serial_variance, 1e-9), r,
-             "merged variance is " + std::to_string(global.m2 / global.count) + ", serially " +
-                 std::to_string(serial_variance));
+    // 1. Each rank summarizes its shard; one all_reduce merges the summaries.
+    std::vector<double> shard(shard_size(r));
+    for (std::size_t i = 0; i < shard.size(); ++i) shard[i] = sample(shard_offset(r) + i);
+    const statistics global = coll::all_reduce(comm, statistics_of(shard), merge_statistics{});
+    expect(global.count == double(all.size()), r, "merged count is " + std::to_string(global.count));
+    expect(agrees(global.mean, serial_mean, 1e-12), r, "merged mean is " + std::to_string(global.mean));
+    expect(agrees(global.m2 / global.count, serial_variance, 1e-9), r,
+           "merged variance is " + std::to_string(global.m2 / global.count) + ", serially " +
+               std::to_string(serial_variance));
 
-      // 2. A lambda with state: it captures the modulus, and the library copies the op,
-      // state and all. It cannot know that the lambda is commutative, so the wrapper
-      // says so; without it, this call with the ring would not compile.
-      auto add_mod = coll::commutative([modulus](std::uint64_t a, std::uint64_t b) { return (a + b) % modulus; });
-      std::vector<std::uint64_t> mine(residues);
-      for (std::size_t i = 0; i < residues; ++i) mine[i] = contribution(r, i);
-      coll::all_reduce<coll::ring>(comm, mine, add_mod);
-      expect(mine == serial_residues, r, "the sums modulo " + std::to_string(modulus) + " differ from the serial ones");
+    // 2. A lambda with state: it captures the modulus, and the library copies the op,
+    // state and all. It cannot know that the lambda is commutative, so the wrapper
+    // says so; without it, this call with the ring would not compile.
+    auto add_mod = coll::commutative([modulus](std::uint64_t a, std::uint64_t b) { return (a + b) % modulus; });
+    std::vector<std::uint64_t> mine(residues);
+    for (std::size_t i = 0; i < residues; ++i) mine[i] = contribution(r, i);
+    coll::all_reduce<coll::ring>(comm, mine, add_mod);
+    expect(mine == serial_residues, r, "the sums modulo " + std::to_string(modulus) + " differ from the serial ones");
 
-      // 3. Not commutative: each of these algorithms combines in rank order.
-      //    coll::all_reduce<coll::ring>(comm, matrix_of(r), mat_mul{}) would not compile:
-      //    the ring combines out of rank order, and a static_assert says so.
-      const mat2 by_automatic = coll::all_reduce(comm, matrix_of(r), mat_mul{});
-      const mat2 by_direct = coll::all_reduce<coll::direct>(comm, matrix_of(r), mat_mul{});
-      const mat2 by_tree = coll::all_reduce<coll::double_binary_tree>(comm, matrix_of(r), mat_mul{});
-      expect(by_automatic == in_order, r, "automatic gave " + to_string(by_automatic) + ", not " + to_string(in_order));
-      expect(by_direct == in_order, r, "direct gave " + to_string(by_direct) + ", not " + to_string(in_order));
-      expect(by_tree == in_order, r, "double_binary_tree gave " + to_string(by_tree) + ", not " + to_string(in_order));
+    // 3. Not commutative: each of these algorithms combines in rank order.
+    //    coll::all_reduce<coll::ring>(comm, matrix_of(r), mat_mul{}) would not compile:
+    //    the ring combines out of rank order, and a static_assert says so.
+    const mat2 by_automatic = coll::all_reduce(comm, matrix_of(r), mat_mul{});
+    const mat2 by_direct = coll::all_reduce<coll::direct>(comm, matrix_of(r), mat_mul{});
+    const mat2 by_tree = coll::all_reduce<coll::double_binary_tree>(comm, matrix_of(r), mat_mul{});
+    expect(by_automatic == in_order, r, "automatic gave " + to_string(by_automatic) + ", not " + to_string(in_order));
+    expect(by_direct == in_order, r, "direct gave " + to_string(by_direct) + ", not " + to_string(in_order));
+    expect(by_tree == in_order, r, "double_binary_tree gave " + to_string(by_tree) + ", not " + to_string(in_order));
+    if (!examples::prints_summary(comm)) return;
 
-      if (r == 0) {
-        result = global;
-        sums = mine;
-        product = by_automatic;
-      }
-    });
-  } catch (const std::exception& e) {
-    std::cerr << "05_custom_op: FAILED: " << e.what() << '\n';
-    return 1;
-  }
-
-  std::cout << "custom reduce ops over " << ranks << (ranks == 1 ? " rank\n" : " ranks\n") << std::setprecision(12)
-            << "  statistics of " << result.count << " samples, merged: mean " << result.mean << ", variance "
-            << result.m2 / result.count << "\n    (serial two-pass: " << serial_variance
-            << "; the one-pass E[x^2] - E[x]^2: " << textbook_variance << ")\n"
-            << "  sums modulo " << modulus << " over the ring, with a captured modulus:";
-  for (std::uint64_t v : sums) std::cout << ' ' << v;
-  std::cout << "\n  matrix product in rank order: " << to_string(product)
-            << " (a / c = " << double(product.a) / double(product.c) << ")\n"
-            << "    in reverse order it would be " << to_string(reversed) << "\n"
-            << "  automatic, direct and double_binary_tree all keep rank order; all results match on every rank\n";
-  return 0;
+    std::cout << "custom reduce ops over " << ranks << (ranks == 1 ? " rank\n" : " ranks\n") << std::setprecision(12)
+              << "  statistics of " << global.count << " samples, merged: mean " << global.mean << ", variance "
+              << global.m2 / global.count << "\n    (serial two-pass: " << serial_variance
+              << "; the one-pass E[x^2] - E[x]^2: " << textbook_variance << ")\n"
+              << "  sums modulo " << modulus << " over the ring, with a captured modulus:";
+    for (std::uint64_t v : mine) std::cout << ' ' << v;
+    std::cout << "\n  matrix product in rank order: " << to_string(by_automatic)
+              << " (a / c = " << double(by_automatic.a) / double(by_automatic.c) << ")\n"
+              << "    in reverse order it would be " << to_string(reversed) << "\n"
+              << "  automatic, direct and double_binary_tree all keep rank order; all results match on every rank\n";
+  });
 }
