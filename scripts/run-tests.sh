@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Builds everything (warnings are errors) and runs the whole test suite.
-# CXX picks the compiler (g++ by default, clang++ works too); BUILD_DIR the folder.
+# CXX picks the compiler (g++ by default, clang++ works too); BUILD_DIR the folder;
+# CMAKE_ARGS adds configure options.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 build=${BUILD_DIR:-build}
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER="${CXX:-g++}" \
-  -DCOLLECTIVES_BUILD_TESTS=ON -DCOLLECTIVES_BUILD_EXAMPLES=ON >/dev/null
+  -DCOLLECTIVES_BUILD_TESTS=ON -DCOLLECTIVES_BUILD_EXAMPLES=ON -DCOLLECTIVES_WITH_ASIO=ON -DCOLLECTIVES_REQUIRE_TCP=ON ${CMAKE_ARGS:-} >/dev/null
 cmake --build "$build" -j "$(nproc)"
 ctest --test-dir "$build" -j "$(nproc)" --output-on-failure
