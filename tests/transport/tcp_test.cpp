@@ -386,3 +386,42 @@ TEST_CASE("ranks join through a file store in a shared directory") {
   });
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("a receive posted while its small message is still arriving gets it") {
+  testing::memory_store store;
+  std::atomic<bool> half_sent{false};
+  std::vector<int> got(250, -1), want(250);
+  std::iota(want.begin(), want.end(), 7);
+  std::exception_ptr failure;
+  std::jthread rank0([&] {
+    try {
+      coll::tcp t(0, 2, store, token, loopback());
+      while (!half_sent) std::this_thread::sleep_for(1ms);
+      // Let the transport read the header and start reading the early message...
+      const auto until = coll::clock::now() + 100ms;
+      while (coll::clock::now() < until) t.wait_for_activity(until);
+      // ...then post its receive while the rest is still on its way.
+      wait_all(t, {t.post_recv(1, {1, 0}, in_bytes(got))}, 5s);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+  });
+  const auto door = published_address(store, 0);
+  store.set("collectives/tcp/1/address/1", "127.0.0.1:1");  // nobody connects to "rank 1"
+  asio::io_context io;
+  auto s = std::make_shared<tcp::socket>(io);
+  s->connect(door);
+  coll::auth::async_introduce(s, token, coll::auth::purpose::peer, hello(1, 2), [](auto) {}, 5s);
+  io.run();
+  using namespace coll::tcp_detail;
+  const auto payload = std::as_bytes(std::span{want});
+  asio::write(*s, asio::buffer(encode({frame_kind::data, {UINT64_MAX, 0}, 0})));
+  asio::write(*s, asio::buffer(encode({frame_kind::data, {1, 0}, payload.size()})));
+  asio::write(*s, asio::buffer(payload.data(), 400));
+  half_sent = true;
+  std::this_thread::sleep_for(300ms);
+  asio::write(*s, asio::buffer(payload.data() + 400, payload.size() - 400));
+  rank0.join();
+  if (failure) std::rethrow_exception(failure);
+  CHECK(got == want);
+}

@@ -272,6 +272,14 @@ class engine {
         if (ec) return ended(link, ec);
         link.early.push_back({tag, std::move(link.landing)});
         link.landing = {};
+        // Its receive may have been posted while the bytes were on their way.
+        for (auto it = link.posted.begin(); it != link.posted.end(); ++it)
+          if (ops_[*it]->tag == tag) {
+            const std::uint32_t slot = *it;
+            link.posted.erase(it);
+            match(link, slot);
+            break;
+          }
         read_header(link);
       });
     }
