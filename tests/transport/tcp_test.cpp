@@ -425,3 +425,30 @@ TEST_CASE("a receive posted while its small message is still arriving gets it") 
   if (failure) std::rethrow_exception(failure);
   CHECK(got == want);
 }
+
+TEST_CASE("the interface is chosen by name, by address, or by the route to the master") {
+  using coll::tcp_detail::choose_interface;
+  const auto by_name = choose_interface("lo", "");
+  CHECK(by_name.name == "lo");
+  CHECK(by_name.address == asio::ip::make_address("127.0.0.1"));  // IPv4 first when it has both
+  const auto by_address = choose_interface("127.0.0.1", "");
+  CHECK(by_address.name == "lo");
+  const auto by_route = choose_interface("", "127.0.0.1");
+  CHECK(by_route.address.is_loopback());
+  try {
+    choose_interface("no-such-interface0", "");
+    FAIL("an unknown interface was accepted");
+  } catch (const coll::error& e) {
+    CHECK(e.code() == coll::errc::invalid_config);
+    CHECK(std::string(e.what()).find("COLLECTIVES_SOCKET_IFNAME=no-such-interface0") != std::string::npos);
+  }
+}
+
+TEST_CASE("COLLECTIVES_DEBUG=INFO names each rank's interface and addresses") {
+  run_tcp_ranks(2, [](auto& comm) {
+    const std::string d = comm.transport().describe();
+    CHECK(d.find("tcp rank " + std::to_string(comm.rank()) + " of 2 on lo 127.0.0.1:") == 0);
+    CHECK(d.find(" 0=127.0.0.1:") != std::string::npos);
+    CHECK(d.find(" 1=127.0.0.1:") != std::string::npos);
+  });
+}
