@@ -12,3 +12,4 @@ run(${CMAKE_COMMAND} -S ${CONSUMER} -B ${WORK_DIR}/build -DCMAKE_PREFIX_PATH=${W
     -DCMAKE_CXX_COMPILER=${CXX})
 run(${CMAKE_COMMAND} --build ${WORK_DIR}/build)
 run(${WORK_DIR}/build/consumer)
+run(${WORK_DIR}/prefix/bin/collectives-run -n 2 --timeout 60 ${WORK_DIR}/build/tcp_consumer)
