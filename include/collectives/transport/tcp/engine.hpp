@@ -146,14 +146,9 @@ class engine {
   // Thread-safe: marks the group aborted at once, and tells the peers from the
   // owning thread's next wait.
   void abort() {
-    aborted_by_.store(rank_);
-    asio::post(io_, [this] {
-      for (auto& l : links_)
-        if (l && l->status == link_status::open) {
-          l->queue.push_back({no_slot, encode({frame_kind::abort, {}, 0})});
-          write_next(*l);
-        }
-    });
+    int none = -1;
+    aborted_by_.compare_exchange_strong(none, rank_);
+    asio::post(io_, [this] { tell_abort(); });
   }
 
   // Throws if a peer was lost or the group aborted.
@@ -244,8 +239,9 @@ class engine {
       const auto h = decode(link.incoming);
       if (!h) return close(link, link_status::lost, "rank " + std::to_string(link.peer) + " sent a malformed frame header");
       if (h->kind == frame_kind::abort) {
-        int none = -1;
-        aborted_by_.compare_exchange_strong(none, link.peer);
+        int none = -1;  // the frame names the rank that aborted first
+        const auto by = h->tag.call < std::uint64_t(size_) ? int(h->tag.call) : link.peer;
+        aborted_by_.compare_exchange_strong(none, by);
       } else if (h->kind == frame_kind::goodbye) {
         link.said_goodbye = true;
       } else {
@@ -429,8 +425,21 @@ class engine {
 
   // Tells every peer this rank is leaving, so its end of file is no loss, and waits
   // a little for the frames to go out.
+  // An abort frame, naming the rank that aborted, to every peer still listening.
+  void tell_abort() {
+    const int by = aborted_by_.load();
+    for (auto& l : links_)
+      if (l && l->status == link_status::open) {
+        l->queue.push_back({no_slot, encode({frame_kind::abort, {std::uint64_t(by), 0}, 0})});
+        write_next(*l);
+      }
+  }
+
   void say_goodbye() noexcept {
     try {
+      // A rank that leaves an aborted group passes the abort on first, so that a peer
+      // reading this stream learns of it before the goodbye, whichever way it heard.
+      if (aborted_by_.load() >= 0) tell_abort();
       for (auto& l : links_)
         if (l && l->status == link_status::open) {
           l->queue.push_back({no_slot, encode({frame_kind::goodbye, {}, 0})});

@@ -15,7 +15,7 @@ namespace collectives::tcp_detail {
 
 enum class frame_kind : std::uint8_t {
   data = 1,     // a message: tag and payload
-  abort = 2,    // the sender aborted the group
+  abort = 2,    // the group was aborted; the tag's call number names the rank that aborted it
   goodbye = 3,  // the sender closes its communicator; the end of file that follows is no loss
 };
 
