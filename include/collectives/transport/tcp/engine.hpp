@@ -26,7 +26,6 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/read.hpp>
-#include <boost/asio/write.hpp>
 
 #include "../../error.hpp"
 #include "../../log.hpp"
@@ -290,7 +289,7 @@ class engine {
         early_message m = std::move(*it);
         link.early.erase(it);
         link.early_bytes -= m.bytes.size();
-        if (m.bytes.size() != o.bytes) return fail(o, size_error(link, m.bytes.size(), o.bytes), size_message(link, m.bytes.size(), o.bytes));
+        if (m.bytes.size() != o.bytes) return fail_size(o, link, m.bytes.size());
         deliver(o, 0, m.bytes);
         if (o.state != op_state::failed) o.state = op_state::done;
         return;
@@ -303,12 +302,11 @@ class engine {
     link.posted.push_back(slot);
   }
 
-  static errc size_error(const connection&, std::uint64_t got, std::size_t want) {
-    return got > want ? errc::message_truncated : errc::buffer_size_mismatch;
-  }
-  static std::string size_message(const connection& link, std::uint64_t got, std::size_t want) {
-    return "rank " + std::to_string(link.peer) + " sent " + std::to_string(got) + " bytes where " + std::to_string(want) +
-           " were expected; do all ranks pass the same counts?";
+  // A message of another size than its receive posted: the receive fails, naming both.
+  void fail_size(pending_op& o, const connection& link, std::uint64_t got) {
+    fail(o, got > o.bytes ? errc::message_truncated : errc::buffer_size_mismatch,
+         "rank " + std::to_string(link.peer) + " sent " + std::to_string(got) + " bytes where " +
+             std::to_string(o.bytes) + " were expected; do all ranks pass the same counts?");
   }
 
   // Bytes for a receive: copied, or handed to the fused reduction's sink.
@@ -333,7 +331,7 @@ class engine {
     link.delivered = 0;
     link.chunk_fill = 0;
     if (length != o.bytes) {
-      fail(o, size_error(link, length, o.bytes), size_message(link, length, o.bytes));
+      fail_size(o, link, length);
       link.receiving = no_slot;
       return read_pieces(link, 1);
     }
