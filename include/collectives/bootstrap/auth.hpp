@@ -32,35 +32,12 @@
 
 #include "../error.hpp"
 #include "../log.hpp"
+#include "job_token.hpp"
 
 namespace collectives::auth {
 
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
-
-// The job's shared secret. The launcher makes a fresh one per job and hands it to
-// every rank as COLLECTIVES_JOB_TOKEN.
-class job_token {
- public:
-  explicit job_token(std::string secret) : secret_(std::move(secret)) {
-    if (secret_.empty()) throw error(errc::invalid_config, "the job token must not be empty");
-  }
-
-  // COLLECTIVES_JOB_TOKEN, or, with a warning, a fixed public token: such a job still
-  // refuses garbage and other jobs' ranks that use a token, but not a stranger who
-  // knows the default.
-  static job_token from_env() {
-    if (const char* v = std::getenv("COLLECTIVES_JOB_TOKEN"); v != nullptr && *v != '\0') return job_token(v);
-    log::warn("COLLECTIVES_JOB_TOKEN is not set; using the public default token. collectives-run sets a fresh "
-              "one; elsewhere export the same secret to every rank (e.g. $(openssl rand -hex 32))");
-    return job_token("collectives-public-default-token");
-  }
-
-  const std::string& secret() const noexcept { return secret_; }
-
- private:
-  std::string secret_;
-};
 
 // What a connection is for; part of every proof, so one can't stand in for the other.
 enum class purpose : std::uint8_t { store = 1, peer = 2 };
