@@ -1,10 +1,11 @@
 // Schedules tested as data, with no transport: messages pair up, no two operations
 // race on memory, a serial simulation (rendezvous messages) completes without
-// deadlock, every reduced element holds each rank's part exactly once, and step
-// counts match the textbook.
+// deadlock, every reduced element holds each rank's part exactly once (and, for
+// direct all_reduce, in the documented grouping), and step counts match the textbook.
 #include <algorithm>
 #include <map>
 #include <set>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -133,11 +134,14 @@ std::string races(const schedule& s, aliasing a) {
 
 // ---- simulation: every reduced element holds every rank exactly once -----------
 
-// A symbolic element: which ranks' inputs were combined into it.
+// A symbolic element: which ranks' inputs were combined into it, and how.
 struct parts {
   std::uint64_t ranks = 0;
-  bool twice = false;  // some rank was combined more than once
+  bool twice = false;    // some rank was combined more than once
+  std::string grouping;  // the combines that made it, operands in order: "(x0 (x1 x2))"
 };
+
+parts input_of(int rank) { return {std::uint64_t{1} << rank, false, "x" + std::to_string(rank)}; }
 
 struct rank_memory {
   std::vector<parts> input, output, scratch, staging;
@@ -161,9 +165,11 @@ std::string simulate(const std::vector<schedule>& plans, std::vector<rank_memory
     done[std::size_t(r)].assign(plans[std::size_t(r)].ops.size(), false);
     posted[std::size_t(r)].assign(plans[std::size_t(r)].ops.size(), false);
   }
-  auto combine = [](parts& into, const parts& from) {
+  auto combine = [](parts& into, const parts& from, coll::operand_order order) {
     into.twice |= from.twice || (into.ranks & from.ranks) != 0;
     into.ranks |= from.ranks;
+    into.grouping = order == coll::operand_order::received_first ? "(" + from.grouping + " " + into.grouping + ")"
+                                                                   : "(" + into.grouping + " " + from.grouping + ")";
   };
   auto ready = [&](int r, std::size_t i) {
     for (auto d : plans[std::size_t(r)].deps_of(plans[std::size_t(r)].ops[i]))
@@ -184,7 +190,7 @@ std::string simulate(const std::vector<schedule>& plans, std::vector<rank_memory
             for (std::size_t k = 0; k < op.dst.count; ++k) at(op.dst, k) = at(op.src, k);
             break;
           case op_kind::reduce:
-            for (std::size_t k = 0; k < op.dst.count; ++k) combine(at(op.dst, k), at(op.src, k));
+            for (std::size_t k = 0; k < op.dst.count; ++k) combine(at(op.dst, k), at(op.src, k), op.order);
             break;
           case op_kind::finalize: break;
           case op_kind::send: posted[std::size_t(r)][i] = true; continue;  // completes with its receive
@@ -202,7 +208,7 @@ std::string simulate(const std::vector<schedule>& plans, std::vector<rank_memory
             for (std::size_t k = 0; k < op.dst.count; ++k) {
               const parts& v = sender.of(theirs[j].src.buffer)[theirs[j].src.offset + k];
               if (op.kind == op_kind::recv) at(op.dst, k) = v;
-              else combine(at(op.dst, k), v);
+              else combine(at(op.dst, k), v, op.order);
             }
             done[std::size_t(op.peer)][j] = true;
             break;
@@ -222,7 +228,7 @@ std::string simulate(const std::vector<schedule>& plans, std::vector<rank_memory
 std::vector<rank_memory> fresh_memory(const std::vector<schedule>& plans, std::size_t input, std::size_t output) {
   std::vector<rank_memory> mem(plans.size());
   for (std::size_t r = 0; r < plans.size(); ++r) {
-    mem[r].input.assign(input, parts{std::uint64_t{1} << r, false});
+    mem[r].input.assign(input, input_of(int(r)));
     mem[r].output.assign(output, parts{});
     mem[r].scratch.assign(plans[r].scratch_count, parts{});
     mem[r].staging.assign(plans[r].staging_count, parts{});
@@ -263,6 +269,52 @@ void check_plans(const grid_point& g, std::size_t input, std::size_t output, ali
 const std::vector<int> sizes{1, 2, 3, 4, 5, 6, 7, 8, 9};
 std::vector<std::size_t> counts_for(int p) { return {0, 1, 7, std::size_t(p - 1), std::size_t(p), 100}; }
 
+// direct's two all_reduce schedules, each whatever the size, to check and compare them
+// (the checks here need only a name and plan).
+struct direct_one_round {
+  static constexpr const char* name = "direct (one round)";
+  static schedule plan(coll::kind::all_reduce, const coll::plan_request& r) { return coll::direct::all_reduce_in_one_round(r); }
+};
+struct direct_two_rounds {
+  static constexpr const char* name = "direct (two rounds)";
+  static schedule plan(coll::kind::all_reduce, const coll::plan_request& r) { return coll::direct::all_reduce_in_two_rounds(r); }
+};
+
+// Elements (of 4 bytes, as plan_all plans) of the largest all_reduce direct runs in one round.
+const std::size_t one_round_limit = coll::direct::policy.one_round_all_reduce_max_bytes / 4;
+const std::vector<int> limit_sizes{1, 2, 3, 5, 8};
+const std::vector<std::size_t> limit_counts{0, 1, 7, one_round_limit - 1, one_round_limit, one_round_limit + 1};
+
+// True if no send or receive waits for anything: the schedule takes one message latency.
+bool posts_every_message_at_once(const schedule& s) {
+  return std::all_of(s.ops.begin(), s.ops.end(), [](const coll::operation& o) {
+    return o.kind == op_kind::reduce || o.kind == op_kind::copy || o.kind == op_kind::finalize || o.dep_count == 0;
+  });
+}
+
+// direct's documented grouping of element k (docs/concepts/algorithm.md): the owner c of
+// k's chunk starts from its own part, takes x(c-1), ..., x0 as left operands, then
+// x(c+1), ..., x(P-1) as right operands.
+std::string direct_grouping(int p, std::size_t n, std::size_t k) {
+  int c = 0;
+  while (k >= coll::plan::even_chunk(n, p, c).offset + coll::plan::even_chunk(n, p, c).count) ++c;
+  std::string g = "x" + std::to_string(c);
+  for (int q = c - 1; q >= 0; --q) g = "(x" + std::to_string(q) + " " + g + ")";
+  for (int q = c + 1; q < p; ++q) g = "(" + g + " x" + std::to_string(q) + ")";
+  return g;
+}
+
+// Every rank's output after a simulated all_reduce with A.
+template <class A>
+std::vector<std::vector<parts>> simulated_all_reduce(int p, std::size_t n) {
+  const auto plans = plan_all<A, coll::kind::all_reduce>({p, n}, 512 * 1024);
+  auto mem = fresh_memory(plans, n, n);
+  REQUIRE(simulate(plans, mem) == "");
+  std::vector<std::vector<parts>> out;
+  for (auto& m : mem) out.push_back(std::move(m.output));
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("all_reduce schedules: every rank gets every part exactly once") {
@@ -277,7 +329,70 @@ TEST_CASE("all_reduce schedules: every rank gets every part exactly once") {
   };
   each.template operator()<coll::ring>();
   each.template operator()<coll::double_binary_tree>();
-  each.template operator()<coll::direct>();
+  each.template operator()<coll::direct>();  // at these counts, one round
+  each.template operator()<direct_one_round>();
+  each.template operator()<direct_two_rounds>();
+}
+
+TEST_CASE("direct all_reduce: one round up to direct_policy's limit, with every message posted at once") {
+  for (int p : limit_sizes)
+    for (std::size_t n : limit_counts) {
+      INFO("P=", p, " N=", n);
+      for (int r = 0; r < p; ++r) {
+        INFO("rank ", r);
+        const coll::plan_request req{.rank = r, .size = p, .count = n, .element_size = 4, .finalize = true};
+        // P-1 sends of the whole input, P-1 receives of as much, all posted at once.
+        const auto one = coll::direct::all_reduce_in_one_round(req);
+        int sends = 0, receives = 0;
+        for (const auto& o : one.ops) {
+          if (o.kind == op_kind::send) {
+            ++sends;
+            CHECK((o.src.buffer == buffer_id::input && o.src.offset == 0 && o.src.count == n && o.tag == 0));
+          }
+          if (o.kind == op_kind::recv) {
+            ++receives;
+            CHECK((o.dst.buffer == buffer_id::scratch && o.dst.count == n && o.tag == 0));
+          }
+          CHECK(o.kind != op_kind::recv_reduce);
+        }
+        CHECK(sends == p - 1);
+        CHECK(receives == p - 1);
+        CHECK(posts_every_message_at_once(one));
+        // Local steps: at most P copies and 2(P-1) reduces, the output copy, finalize.
+        CHECK(one.ops.size() <= std::size_t(2 * (p - 1) + p + 2 * (p - 1) + 2));
+        // direct itself runs it up to the limit, and two rounds above it.
+        CHECK(coll::direct::runs_in_one_round(req) == (n <= one_round_limit));
+        const auto chosen = coll::direct::plan(coll::kind::all_reduce{}, req);
+        CHECK(posts_every_message_at_once(chosen) == (n <= one_round_limit || p == 1));
+      }
+      const auto check_parts = [&](auto& mem) {
+        for (int r = 0; r < p; ++r) CHECK(every_rank_once(mem[std::size_t(r)].output, p) == "");
+      };
+      check_plans<direct_one_round, coll::kind::all_reduce>({p, n}, n, n, {true, 0}, check_parts);
+      check_plans<coll::direct, coll::kind::all_reduce>({p, n}, n, n, {true, 0}, check_parts);
+    }
+}
+
+TEST_CASE("direct all_reduce: one round groups every element as two rounds do, on every rank") {
+  for (int p : limit_sizes)
+    for (std::size_t n : limit_counts) {
+      INFO("P=", p, " N=", n);
+      const auto one = simulated_all_reduce<direct_one_round>(p, n);
+      const auto two = simulated_all_reduce<direct_two_rounds>(p, n);
+      const auto chosen = simulated_all_reduce<coll::direct>(p, n);
+      for (std::size_t k = 0; k < n; ++k) {
+        const std::string want = direct_grouping(p, n, k);
+        for (int r = 0; r < p; ++r) {
+          const auto rank = std::size_t(r);
+          if (one[rank][k].grouping == want && two[rank][k].grouping == want && chosen[rank][k].grouping == want)
+            continue;
+          INFO("rank ", r, " element ", k);
+          CHECK(one[rank][k].grouping == want);
+          CHECK(two[rank][k].grouping == want);
+          CHECK(chosen[rank][k].grouping == want);
+        }
+      }
+    }
 }
 
 TEST_CASE("reduce schedules: the root gets every part exactly once, for every root") {
@@ -379,7 +494,7 @@ TEST_CASE("data-moving schedules put every element where it belongs") {
           auto mem = fresh_memory(plans, 0, 0);
           for (int r = 0; r < p; ++r) {
             mem[std::size_t(r)].input.assign(coll::plan::displacements(g.sends_of[std::size_t(r)]).back(),
-                                              parts{std::uint64_t{1} << r, false});
+                                              input_of(r));
             mem[std::size_t(r)].output.assign(coll::plan::displacements(g.receives_of[std::size_t(r)]).back(), parts{});
           }
           REQUIRE(simulate(plans, mem) == "");
@@ -462,14 +577,28 @@ TEST_CASE("double binary tree: depth ceil(log2(P+1)), in-order, each rank a leaf
   }
 }
 
+TEST_CASE("cost model: direct all_reduce takes one latency up to direct_policy's limit, two above it") {
+  const coll::link_costs latency_only{.latency_s = 1, .per_message_s = 0, .seconds_per_byte = 0, .reduce_seconds_per_byte = 0};
+  const double limit_bytes = double(coll::direct::policy.one_round_all_reduce_max_bytes);
+  for (int p : {2, 3, 8, 64}) {
+    INFO("P=", p);
+    CHECK(coll::cost::direct_all_reduce(p, 8, latency_only) == 1.0);
+    CHECK(coll::cost::direct_all_reduce(p, limit_bytes, latency_only) == 1.0);
+    CHECK(coll::cost::direct_all_reduce(p, limit_bytes + 1, latency_only) == 2.0);
+    CHECK(coll::cost::ring_all_reduce(p, 8, latency_only) >= 2.0);
+    CHECK(coll::cost::tree_all_reduce(p, 8, latency_only) >= 2.0);
+  }
+}
+
 TEST_CASE("automatic: direct for tiny messages, ring for large commutative ones, never ring otherwise") {
   for (int p : {2, 3, 4, 8, 16}) {
     INFO("P=", p);
     coll::plan_request tiny{.size = p, .count = 2, .element_size = 4};
     coll::plan_request large{.size = p, .count = std::size_t{16} << 20, .element_size = 4};
-    // With two ranks every algorithm takes the same two steps; from three on, direct's
-    // single round wins for tiny messages.
-    if (p > 2) CHECK(coll::automatic::choose(coll::kind::all_reduce{}, tiny) == coll::algorithm_choice::direct);
+    // direct's one round takes one latency, ring, tree and its own two rounds at least two.
+    CHECK(coll::automatic::choose(coll::kind::all_reduce{}, tiny) == coll::algorithm_choice::direct);
+    tiny.commutative = false;
+    CHECK(coll::automatic::choose(coll::kind::all_reduce{}, tiny) == coll::algorithm_choice::direct);
     CHECK(coll::automatic::choose(coll::kind::all_reduce{}, large) == coll::algorithm_choice::ring);
     large.commutative = false;
     CHECK(coll::automatic::choose(coll::kind::all_reduce{}, large) != coll::algorithm_choice::ring);

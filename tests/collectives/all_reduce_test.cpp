@@ -1,8 +1,104 @@
+#include <cmath>
+#include <random>
+#include <utility>
+
 #include "harness.hpp"
 
 using namespace testing;
 
 namespace {
+
+// direct's two all_reduce schedules, each whatever the size, to compare them.
+struct direct_one_round {
+  static constexpr const char* name = "direct (one round)";
+  static constexpr bool preserves_rank_order = true;
+  static coll::schedule plan(coll::kind::all_reduce, const coll::plan_request& r) {
+    return coll::direct::all_reduce_in_one_round(r);
+  }
+};
+struct direct_two_rounds {
+  static constexpr const char* name = "direct (two rounds)";
+  static constexpr bool preserves_rank_order = true;
+  static coll::schedule plan(coll::kind::all_reduce, const coll::plan_request& r) {
+    return coll::direct::all_reduce_in_two_rounds(r);
+  }
+};
+
+// x -> scale * x + shift. Composing such maps (apply `first`, then `then`) is
+// associative but not commutative, and in floats its rounding depends on the grouping.
+struct affine {
+  float scale, shift;
+};
+struct compose {
+  affine operator()(const affine& first, const affine& then) const {
+    return {first.scale * then.scale, first.shift * then.scale + then.shift};
+  }
+};
+
+// Random floats of mixed magnitudes, whose sums round differently in every order.
+template <class T>
+std::vector<std::vector<T>> random_inputs(int p, std::size_t n, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> value(-1000.0f, 1000.0f), scale(0.5f, 1.5f);
+  auto magnitude = [&] { return std::pow(10.0f, float(int(gen() % 7) - 3)); };
+  std::vector<std::vector<T>> given(static_cast<std::size_t>(p), std::vector<T>(n));
+  for (auto& v : given)
+    for (auto& x : v) {
+      if constexpr (std::is_same_v<T, affine>) x = {scale(gen), value(gen) * magnitude()};
+      else x = value(gen) * magnitude();
+    }
+  return given;
+}
+
+// The serial reference in direct's documented order: the owner c of an element's
+// chunk starts from its own part, folds in x(c-1), ..., x0 from the left, then
+// x(c+1), ..., x(P-1) from the right; then finalize.
+template <class T, class Op>
+std::vector<T> in_direct_order(const std::vector<std::vector<T>>& x, std::size_t n, Op op) {
+  const int p = int(x.size());
+  std::vector<T> out(n);
+  for (int c = 0; c < p; ++c) {
+    const auto [offset, count] = coll::plan::even_chunk(n, p, c);
+    for (std::size_t i = offset; i < offset + count; ++i) {
+      T acc = x[std::size_t(c)][i];
+      for (int q = c - 1; q >= 0; --q) acc = op(x[std::size_t(q)][i], acc);
+      for (int q = c + 1; q < p; ++q) acc = op(acc, x[std::size_t(q)][i]);
+      if constexpr (coll::has_finalize<Op, T>) acc = op.finalize(acc, p);
+      out[i] = acc;
+    }
+  }
+  return out;
+}
+
+// direct's one round and two rounds, each in place and out of place, and direct as it
+// chooses, must give the reference's bits on every rank.
+template <class T, class Op>
+void check_one_round_matches_two(Op op) {
+  const std::size_t limit = coll::direct::policy.one_round_all_reduce_max_bytes / sizeof(T);
+  for (int p : rank_counts)
+    for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t(p - 1), std::size_t(p),
+                          std::size_t{1000}, limit - 1, limit, limit + 1}) {
+      INFO(typeid(Op).name(), " P=", p, " N=", n);
+      const auto given = random_inputs<T>(p, n, unsigned(p * 7919 + n));
+      const auto want = in_direct_order(given, n, op);
+      on_ranks(p, [&](comm& c) {
+        const auto& mine = given[std::size_t(c.rank())];
+        std::vector<T> one = mine, two = mine, chosen = mine, one_out(n), two_out(n);
+        coll::all_reduce<direct_one_round>(c, one, op);
+        coll::all_reduce<direct_one_round>(c, mine, one_out, op);
+        coll::all_reduce<direct_two_rounds>(c, two, op);
+        coll::all_reduce<direct_two_rounds>(c, mine, two_out, op);
+        coll::all_reduce<coll::direct>(c, chosen, op);
+        for (auto [got, what] : {std::pair{&one, "one round, in place"}, {&one_out, "one round, out of place"},
+                                 {&two, "two rounds, in place"}, {&two_out, "two rounds, out of place"},
+                                 {&chosen, "direct"}})
+          if (auto m = mismatch<T>(*got, want, what); !m.empty()) return m;
+        auto rank0 = one;  // and, plainly, the same bits as rank 0
+        coll::broadcast<coll::direct>(c, rank0, 0);
+        return mismatch<T>(one, rank0, "rank 0's one-round result");
+      });
+    }
+}
 
 template <class A, class T, class Op>
 void check_all_reduce(int p, std::size_t n, bool in_place, const std::vector<std::vector<T>>& given,
@@ -72,4 +168,10 @@ TEST_CASE("all_reduce: a stateful lambda wrapped as commutative") {
         if (x != p - 1) return "got " + std::to_string(x);
       return {};
     });
+}
+
+TEST_CASE("all_reduce: direct's one round gives, bitwise, its two rounds' floats on every rank") {
+  check_one_round_matches_two<float>(coll::sum{});
+  check_one_round_matches_two<float>(coll::avg{});
+  check_one_round_matches_two<affine>(compose{});  // a non-commutative user op
 }

@@ -40,6 +40,10 @@ inline double tree_all_reduce(int p, double bytes, const link_costs& c) {
   return 2.0 * double_binary_tree::depth(p) * (c.latency_s + c.per_message_s) + 2.0 * bytes * c.seconds_per_byte;
 }
 inline double direct_all_reduce(int p, double bytes, const link_costs& c) {
+  if (bytes <= double(direct::policy.one_round_all_reduce_max_bytes))
+    // One round of P-1 concurrent messages of the whole buffer; each rank combines
+    // all it received.
+    return c.latency_s + (p - 1) * (c.per_message_s + bytes * (c.seconds_per_byte + c.reduce_seconds_per_byte));
   const double share = bytes * (p - 1) / p;
   // Two rounds of P-1 concurrent messages; the owner combines only after receiving.
   return 2.0 * c.latency_s + 2.0 * (p - 1) * c.per_message_s + 2.0 * share * c.seconds_per_byte +

@@ -108,24 +108,34 @@ class executor {
   // to host buffers only (a device transport brings its own).
   static constexpr bool fused = fused_recv_reduce_transport<Transport> && std::is_same_v<Space, host_memory>;
 
+  // Every container is sized here, once: allocations are a visible part of the
+  // latency of a small call.
   void prepare() {
     const std::size_t n = plan_.ops.size();
+    std::size_t messages = 0, fused_receives = 0;
     waiting_.assign(n, 0);
     successor_begin_.assign(n + 1, 0);
     for (std::size_t i = 0; i < n; ++i) {
-      waiting_[i] = plan_.ops[i].dep_count;
-      for (op_id d : plan_.deps_of(plan_.ops[i])) ++successor_begin_[d + 1];
+      const operation& o = plan_.ops[i];
+      waiting_[i] = o.dep_count;
+      for (op_id d : plan_.deps_of(o)) ++successor_begin_[d];
+      messages += o.kind == op_kind::send || o.kind == op_kind::recv || o.kind == op_kind::recv_reduce;
+      fused_receives += o.kind == op_kind::recv_reduce;
     }
-    for (std::size_t i = 0; i < n; ++i) successor_begin_[i + 1] += successor_begin_[i];
+    // successor_begin_[d] counts d's successors; running sums make it the end of d's
+    // list, and filling each list backwards (later ops first, so lists stay in op
+    // order) leaves it at the list's beginning, where the next list ends.
+    for (std::size_t i = 1; i <= n; ++i) successor_begin_[i] += successor_begin_[i - 1];
     successors_.resize(plan_.deps.size());
-    std::vector<std::uint32_t> fill(successor_begin_.begin(), successor_begin_.end() - 1);
-    for (std::size_t i = 0; i < n; ++i)
-      for (op_id d : plan_.deps_of(plan_.ops[i])) successors_[fill[d]++] = static_cast<op_id>(i);
+    for (std::size_t i = n; i-- > 0;)
+      for (op_id d : plan_.deps_of(plan_.ops[i])) successors_[--successor_begin_[d]] = static_cast<op_id>(i);
+    ready_.reserve(n);
     for (std::size_t i = 0; i < n; ++i)
       if (waiting_[i] == 0) ready_.push_back(static_cast<op_id>(i));
+    active_.reserve(messages);
     if (plan_.scratch_count) scratch_ = memory::template allocate<T>(plan_.scratch_count);
     if (!fused && plan_.staging_count) staging_ = memory::template allocate<T>(plan_.staging_count);
-    if constexpr (fused) fused_targets_.reserve(n);
+    if constexpr (fused) fused_targets_.reserve(fused_receives);  // sinks point into it: it must never move
   }
 
   T* address(region r) const {
