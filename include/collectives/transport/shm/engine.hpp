@@ -33,7 +33,8 @@ inline constexpr std::uint32_t no_slot = UINT32_MAX;
 struct engine_limits {
   std::size_t early_message_bytes = 64 * 1024;   // largest message kept before its receive is posted
   std::size_t early_bytes_per_peer = 4u << 20;   // most early bytes kept from one peer
-  std::chrono::microseconds poll_time{50};       // spin this long before sleeping
+  std::chrono::microseconds poll_time{50};       // poll this long before sleeping,
+  unsigned spin_turns = 64;                      // the first turns without giving up the core
   std::chrono::milliseconds watch_interval{5};   // how often a waiting rank checks its peers live
 };
 
@@ -99,8 +100,8 @@ class engine {
     return false;
   }
 
-  // Spins briefly (a peer's answer often comes sooner than a sleeper is woken),
-  // yielding the core each turn so ranks that outnumber the cores still progress;
+  // Polls briefly (a peer's answer often comes sooner than a sleeper is woken), after
+  // a few turns yielding the core each turn so ranks that outnumber the cores progress;
   // then sleeps on the doorbell, waking now and then to see that the peers live.
   bool wait_for_activity(deadline until) {
     if (broken()) return true;
@@ -109,10 +110,12 @@ class engine {
       return broken();
     }
     const auto poll_until = std::min(until, clock::now() + limits_.poll_time);
-    do {
+    for (unsigned turn = 0;; ++turn) {
       if (news()) return true;
-      std::this_thread::yield();
-    } while (clock::now() < poll_until);
+      if (turn < limits_.spin_turns) cpu_relax();  // no syscall while the answer is likely microseconds away
+      else std::this_thread::yield();
+      if (turn % 8 == 7 && clock::now() >= poll_until) break;
+    }
     for (;;) {
       const auto now = clock::now();
       if (now >= next_watch_) {
@@ -472,7 +475,8 @@ class engine {
   }
 
   bool notice_dead_peer() {
-    if (dead_peer_ < 0) dead_peer_ = watch_.first_dead();
+    if (dead_peer_ < 0)
+      dead_peer_ = watch_.first_dead([&](int p) { return shared(seg_.rank(p).state).load(std::memory_order_acquire) == departed; });
     return dead_peer_ >= 0;
   }
 

@@ -26,6 +26,13 @@
 
 namespace collectives::shm_detail {
 
+// A polite busy-wait turn: tells the core it spins, so a sibling hyperthread runs.
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
 // After publishing work for `bell`'s rank: wakes it if it sleeps.
 inline void ring_if_sleeping(doorbell& bell) {
   std::atomic_thread_fence(std::memory_order_seq_cst);
@@ -87,9 +94,11 @@ class process_watch {
     peers_.push_back(p);
   }
 
-  // The first watched peer that has exited, or -1.
-  int first_dead() const {
+  // The first watched peer that has exited without saying goodbye, or -1.
+  template <class SaidGoodbye>
+  int first_dead(SaidGoodbye&& said_goodbye) const {
     for (const auto& p : peers_) {
+      if (said_goodbye(p.rank)) continue;  // an exit after closing its communicator is no loss
       if (p.fd >= 0) {
         pollfd q{p.fd, POLLIN, 0};
         if (::poll(&q, 1, 0) > 0) return p.rank;  // a pidfd reads ready once its process has exited
