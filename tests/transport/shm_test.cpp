@@ -285,7 +285,7 @@ TEST_CASE("a rank that dies is reported as lost, naming it") {
     FAIL("the receive should fail");
   } catch (const coll::error& e) {
     CHECK(e.code() == coll::errc::peer_lost);
-    CHECK(std::string(e.what()).find("rank 1 (pid " + std::to_string(child) + ") died") != std::string::npos);
+    CHECK(std::string(e.what()).find("lost rank 1: its process (pid " + std::to_string(child) + ") died") != std::string::npos);
   }
   CHECK(coll::clock::now() - started < 1s);
   int status = 0;

@@ -165,8 +165,8 @@ class engine {
     if (const int by = aborted_by(); by >= 0)
       throw error(errc::aborted, who() + "the group was aborted by " + (by == rank_ ? "this rank" : "rank " + std::to_string(by)));
     if (dead_peer_ >= 0)
-      throw error(errc::peer_lost, who() + "rank " + std::to_string(dead_peer_) + " (pid " + std::to_string(watch_.pid_of(dead_peer_)) +
-                                       ") died");
+      throw error(errc::peer_lost, who() + "lost rank " + std::to_string(dead_peer_) + ": its process (pid " +
+                                       std::to_string(watch_.pid_of(dead_peer_)) + ") died");
   }
 
  private:
@@ -440,6 +440,8 @@ class engine {
     if (!link.broken.empty()) throw error(errc::protocol_error, who() + link.broken);
     if (o.type != op_type::send && shared(seg_.control(o.peer, rank_).abandoned).load(std::memory_order_acquire) != 0) {
       pull(o.peer);  // what it sent before giving up still counts
+      notice_dead_peer();  // a peer gives up after a loss of its own: name that loss first
+      throw_if_broken();
       if (o.state != op_state::done)
         throw error(errc::protocol_error, who() + "rank " + std::to_string(o.peer) +
                                               " gave up halfway through a message to this rank after a failure of its own");
