@@ -10,8 +10,10 @@
 #include <vector>
 #include <utility>
 
+#include "algorithm/plan_cache.hpp"
 #include "concepts/transport.hpp"
 #include "error.hpp"
+#include "transport/selection.hpp"
 
 namespace collectives {
 
@@ -28,10 +30,13 @@ class communicator {
       : transport_(std::move(transport)), timeout_(timeout) {}
 
   // A communicator for the job the environment describes, for transports that can
-  // join one that way (tcp). The timeout comes from COLLECTIVES_TIMEOUT (seconds).
+  // join one that way (shm, tcp, automatic_transport). The timeout comes from
+  // COLLECTIVES_TIMEOUT (seconds). A transport fixed in code wins over
+  // COLLECTIVES_TRANSPORT, with a warning when that asks for another.
   static communicator from_env()
     requires requires { Transport::from_env(); }
   {
+    if constexpr (!selectable_name<Transport>.empty()) warn_if_other_transport_selected(selectable_name<Transport>);
     return communicator(Transport::from_env(), timeout_from_env());
   }
 
@@ -72,6 +77,9 @@ class communicator {
   // never match each other. Every rank must make the same calls in the same order.
   std::uint64_t next_call() noexcept { return ++calls_; }
 
+  // The plans of recent calls, reused when a call repeats.
+  plan_cache& plans() noexcept { return plans_; }
+
   // For the debug log: true when `call` now runs a different algorithm than it last did.
   bool note_algorithm(std::string_view call, const char* algorithm) {
     for (auto& [c, a] : algorithms_)
@@ -84,6 +92,7 @@ class communicator {
   Transport transport_;
   std::chrono::milliseconds timeout_;
   std::uint64_t calls_ = 0;
+  plan_cache plans_;
   std::vector<std::pair<std::string, const char*>> algorithms_;
   bool check_calls_ = [] {
     const char* v = std::getenv("COLLECTIVES_CHECK_CALLS");

@@ -31,7 +31,8 @@ struct chunk_sink {
 };
 
 // Figures an automatic algorithm choice uses (alpha-beta model); a transport may
-// publish its own as `static constexpr link_costs costs`.
+// publish its own as `static constexpr link_costs costs`, or, when they depend on
+// what it chose at run time, as `link_costs current_costs() const`.
 struct link_costs {
   double latency_s = 5e-6;               // one message's start-up on the critical path
   double per_message_s = 1e-6;           // extra cost of each concurrent message
@@ -73,6 +74,15 @@ template <class T>
 constexpr link_costs costs_of() {
   if constexpr (requires { T::costs; }) return T::costs;
   else return link_costs{};
+}
+
+// The figures for one transport object: a transport that picks its link at run time
+// (automatic_transport: shm or tcp) says which through `link_costs current_costs() const`;
+// any other is described by its type.
+template <class T>
+link_costs costs_of(const T& t) {
+  if constexpr (requires { { t.current_costs() } -> std::same_as<link_costs>; }) return t.current_costs();
+  else return costs_of<T>();
 }
 
 // Names what a model of transport lacks.

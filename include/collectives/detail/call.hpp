@@ -160,13 +160,18 @@ void run(communicator<Tr>& comm, const char* call, Kind kind, plan_request req, 
   req.element_size = sizeof(T);
   req.finalize = has_finalize<Op, T>;
   req.commutative = is_commutative_v<Op>;
-  req.costs = costs_of<Tr>();
+  req.costs = costs_of(comm.transport());
   if (comm.checks_calls())  // all_to_allv's counts differ by rank by design
     check_same_call<Algorithm, Op>(comm, call, req, !std::is_same_v<Kind, kind::all_to_allv>);
   log_algorithm<Algorithm>(comm, call, kind, req);
-  const schedule plan = Algorithm::plan(kind, req);
-  execute<Space>(plan, comm.transport(), call_buffers<T, Space>{input, output}, op,
-                 call_context::starting_now(call, comm.next_call(), comm.timeout()));
+  auto execute_plan = [&](const schedule& plan) {
+    execute<Space>(plan, comm.transport(), call_buffers<T, Space>{input, output}, op,
+                   call_context::starting_now(call, comm.next_call(), comm.timeout()));
+  };
+  if (plan_cache::keeps(req))
+    execute_plan(comm.plans().find_or_make(plan_cache::key_of<Algorithm, Kind>(req), [&] { return Algorithm::plan(kind, req); }));
+  else
+    execute_plan(Algorithm::plan(kind, req));
 }
 
 }  // namespace detail

@@ -1,0 +1,170 @@
+// A transport chosen when the job starts: shared memory when every rank of the job
+// is on this host, TCP otherwise, or whichever COLLECTIVES_TRANSPORT names. One
+// program binary then runs well on one host and across hosts. Link with
+// collectives::tcp (it contains both transports).
+//
+//   auto comm = collectives::communicator<collectives::automatic_transport>::from_env();
+//
+// COLLECTIVES_TRANSPORT = auto (the default) | shm | tcp. `auto` decides from what the
+// launcher says: shm when LOCAL_WORLD_SIZE equals WORLD_SIZE (or Open MPI's or Slurm's
+// equivalents), tcp otherwise. Every rank must come to the same answer, or the shm
+// ranks and the tcp ranks wait for each other until the start-up deadline; launchers
+// tell every rank the same sizes, so this holds unless a rank's environment differs
+// (set COLLECTIVES_TRANSPORT explicitly then).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <variant>
+
+#include "../bootstrap/environment.hpp"
+#include "../bootstrap/job_token.hpp"
+#include "../concepts/transport.hpp"
+#include "../error.hpp"
+#include "../log.hpp"
+#include "selection.hpp"
+#include "shm.hpp"
+#include "tcp.hpp"
+
+namespace collectives {
+
+struct automatic_options {
+  transport_selection selection = transport_selection::automatic;
+  shm_options shm{};
+  tcp_options tcp{};
+
+  // COLLECTIVES_TRANSPORT, and each transport's own variables.
+  static automatic_options from_env() {
+    return {.selection = selected_transport(), .shm = shm_options::from_env(), .tcp = tcp_options::from_env()};
+  }
+};
+
+class automatic_transport {
+ public:
+  // The transports' requests are both a slot number, so one type carries either.
+  struct request {
+    std::uint32_t slot = UINT32_MAX;
+  };
+
+ private:
+  // Calls fn on whichever transport is in use; every call goes through here. (Defined
+  // before the members that use them, which deduce their return types from them.)
+  template <class Fn>
+  decltype(auto) on_chosen(Fn&& fn) {
+    if (shm* s = std::get_if<shm>(&chosen_)) return fn(*s);
+    return fn(*std::get_if<tcp>(&chosen_));
+  }
+  template <class Fn>
+  decltype(auto) on_chosen(Fn&& fn) const {
+    if (const shm* s = std::get_if<shm>(&chosen_)) return fn(*s);
+    return fn(*std::get_if<tcp>(&chosen_));
+  }
+
+  // Lends `r` to the transport as its own request type, and takes back what it made of it.
+  template <class Transport, class Fn>
+  static decltype(auto) as_native(Transport&, request& r, Fn&& fn) {
+    typename Transport::request native{r.slot};
+    struct write_back {
+      request& r;
+      typename Transport::request& native;
+      ~write_back() { r.slot = native.slot; }
+    } const keep{r, native};
+    return fn(native);
+  }
+
+ public:
+  explicit automatic_transport(shm t) : chosen_(std::move(t)) {}
+  explicit automatic_transport(tcp t) : chosen_(std::move(t)) {}
+
+  // Joins the job `launch` describes over the transport `options.selection` asks for.
+  static automatic_transport join(const bootstrap::launch_info& launch, const auth::job_token& token,
+                                  automatic_options options = automatic_options::from_env()) {
+    const auto [use_shm, reason] = decide(launch, options.selection);
+    if (log::enabled(log::level::info))
+      log::info("rank " + std::to_string(launch.rank) + ": transport " + (use_shm ? "shm" : "tcp") + ": " + reason);
+    if (use_shm) return automatic_transport(shm::join(launch, token, std::move(options.shm)));
+    return automatic_transport(tcp::join(launch, token, std::move(options.tcp)));
+  }
+
+  // The job as the launcher described it, and COLLECTIVES_JOB_TOKEN.
+  static automatic_transport from_env(automatic_options options = automatic_options::from_env()) {
+    return join(bootstrap::detect_launch(), auth::job_token::from_env(), std::move(options));
+  }
+
+  // "shm" or "tcp".
+  std::string_view name() const noexcept { return std::holds_alternative<shm>(chosen_) ? "shm" : "tcp"; }
+  std::string describe() const {
+    return on_chosen([](const auto& t) { return t.describe(); });
+  }
+  // The automatic algorithm's figures are those of the transport in use.
+  link_costs current_costs() const {
+    return on_chosen([](const auto& t) { return std::remove_cvref_t<decltype(t)>::costs; });
+  }
+
+  int rank() const {
+    return on_chosen([](const auto& t) { return t.rank(); });
+  }
+  int size() const {
+    return on_chosen([](const auto& t) { return t.size(); });
+  }
+
+  request post_send(int peer, message_tag tag, std::span<const std::byte> data) {
+    return on_chosen([&](auto& t) { return request{t.post_send(peer, tag, data).slot}; });
+  }
+  request post_recv(int peer, message_tag tag, std::span<std::byte> into) {
+    return on_chosen([&](auto& t) { return request{t.post_recv(peer, tag, into).slot}; });
+  }
+  request post_recv_reduce(int peer, message_tag tag, std::size_t bytes, std::size_t granule, chunk_sink sink) {
+    return on_chosen([&](auto& t) { return request{t.post_recv_reduce(peer, tag, bytes, granule, sink).slot}; });
+  }
+  bool test(request& r) {
+    return on_chosen([&](auto& t) { return as_native(t, r, [&](auto& native) { return t.test(native); }); });
+  }
+  bool wait_for_activity(deadline until) {
+    return on_chosen([&](auto& t) { return t.wait_for_activity(until); });
+  }
+  void cancel(request& r) noexcept {
+    on_chosen([&](auto& t) { as_native(t, r, [&](auto& native) { t.cancel(native); }); });
+  }
+  void abort() {
+    on_chosen([](auto& t) { t.abort(); });
+  }
+
+ private:
+  static_assert(std::is_same_v<decltype(shm::request{}.slot), std::uint32_t> &&
+                    std::is_same_v<decltype(tcp::request{}.slot), std::uint32_t> &&
+                    sizeof(shm::request) == sizeof(request) && sizeof(tcp::request) == sizeof(request),
+                "automatic_transport: its request carries the slot of shm's and tcp's requests, and nothing else");
+
+  struct decision {
+    bool use_shm;
+    std::string reason;
+  };
+
+  static decision decide(const bootstrap::launch_info& launch, transport_selection selection) {
+    const std::string variable(transport_selection_variable);
+    const bool all_here = launch.local_size == launch.size;
+    const std::string here = "the launcher (" + launch.origin + ") puts " + std::to_string(launch.local_size) +
+                             " of the job's " + std::to_string(launch.size) + " ranks on this host";
+    switch (selection) {
+      case transport_selection::shm:
+        if (!all_here)
+          throw error(errc::invalid_config, variable + "=shm, but " + here +
+                                                ", and shared memory joins only ranks of one host; use tcp or auto");
+        return {true, variable + "=shm"};
+      case transport_selection::tcp:
+        return {false, variable + "=tcp"};
+      case transport_selection::automatic:
+        break;
+    }
+    if (all_here) return {true, variable + "=auto and all " + std::to_string(launch.size) + " ranks are on this host"};
+    return {false, variable + "=auto and " + here};
+  }
+
+  std::variant<shm, tcp> chosen_;
+};
+
+}  // namespace collectives
