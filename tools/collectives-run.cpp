@@ -34,7 +34,15 @@
 #include <utility>
 #include <vector>
 
+#include <collectives/transport/selection.hpp>
+
+#include "output_stream.hpp"
+#include "shm_leftovers.hpp"
+
 namespace {
+
+using collectives_run::output_stream;
+using collectives_run::write_all;
 
 using steady = std::chrono::steady_clock;
 
@@ -59,23 +67,18 @@ Starts N ranks of program on this host, prefixes their output lines with
   --grace SECONDS      after a rank fails, time the others get to exit by
                        themselves before SIGTERM (default 3)
   --timeout SECONDS    stop the job after this long and exit 124 (default 0: none)
+  --transport T        auto, shm or tcp: sets COLLECTIVES_TRANSPORT for the ranks
+                       (default: as the environment has it; unset means auto)
   --no-prefix          print output lines as they are
   -h, --help           show this text
 
 Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK,
 MASTER_ADDR, MASTER_PORT and COLLECTIVES_JOB_TOKEN; its stdin is /dev/null.
+When the job ends, shared-memory segments it left in /dev/shm are removed
+(COLLECTIVES_RUN_KEEP_SHM=1 keeps them).
 )";
 
 // ---- Messages ---------------------------------------------------------------
-
-void write_all(int fd, std::string_view data) {
-  while (!data.empty()) {
-    const ssize_t written = write(fd, data.data(), data.size());
-    if (written < 0 && errno == EINTR) continue;
-    if (written < 0) return;  // nobody reads it any more (EPIPE): drop it, keep supervising
-    data.remove_prefix(static_cast<std::size_t>(written));
-  }
-}
 
 void say(const std::string& message) { write_all(STDERR_FILENO, "collectives-run: " + message + "\n"); }
 
@@ -121,6 +124,7 @@ struct options {
   std::string master_port;  // empty: $MASTER_PORT, or a default
   double grace_s = 3;
   double timeout_s = 0;  // 0: no limit
+  std::string transport;  // empty: the ranks inherit COLLECTIVES_TRANSPORT, if set
   bool prefix = true;
   std::vector<std::string> command;
 };
@@ -136,6 +140,14 @@ number parse_number(const std::string& option, std::string_view text, number min
   if (error != std::errc{} || end != text.data() + text.size() || !(min <= value && value <= max))
     usage_error(option + " wants " + wanted + ", not '" + std::string(text) + "'");
   return value;
+}
+
+// The same names the library accepts in COLLECTIVES_TRANSPORT.
+std::string parse_transport(const std::string& option, std::string_view text) {
+  if (!collectives::parse_transport_selection(text))
+    usage_error(option + " wants " + std::string(collectives::transport_selection_values) + ", not '" +
+                std::string(text) + "'");
+  return std::string(text);
 }
 
 options parse_options(int argc, char** argv) {
@@ -161,6 +173,7 @@ options parse_options(int argc, char** argv) {
       opts.master_port = std::to_string(parse_number(name, value(), 1, 65535, "a port from 1 to 65535"));
     else if (name == "--grace") opts.grace_s = parse_number(name, value(), 0.0, longest_wait_s, "seconds >= 0");
     else if (name == "--timeout") opts.timeout_s = parse_number(name, value(), 0.0, longest_wait_s, "seconds >= 0");
+    else if (name == "--transport") opts.transport = parse_transport(name, value());
     else if (name == "--no-prefix" && !attached) opts.prefix = false;
     else if ((name == "-h" || name == "--help") && !attached) print_usage();
     else usage_error("unknown option " + std::string(arg));
@@ -283,60 +296,6 @@ sigset_t handled_signal_set() {
   return set;
 }
 
-// ---- One rank's output stream -----------------------------------------------
-
-// Bytes from one pipe, passed on whole line by whole line, so that lines of
-// different ranks never mix.
-struct output_stream {
-  int fd = -1;  // read end of the pipe; -1 once closed
-  int destination = STDOUT_FILENO;
-  std::string prefix;
-  std::string pending;  // bytes after the last newline
-
-  // Reads what one read() returns; false when nothing more is there for now.
-  bool read_chunk() {
-    std::array<char, 65536> buffer;
-    const ssize_t got = read(fd, buffer.data(), buffer.size());
-    if (got < 0 && errno == EINTR) return true;
-    if (got < 0 && errno == EAGAIN) return false;
-    if (got <= 0) {  // end of file, or a read error that ends it all the same
-      finish();
-      return false;
-    }
-    const std::size_t search_from = pending.size();  // the bytes before hold no newline
-    pending.append(buffer.data(), static_cast<std::size_t>(got));
-    write_complete_lines(search_from);
-    return true;
-  }
-
-  // Reads what the pipe holds now. At most 1 MiB (as much as a pipe can hold), so
-  // that a child of the rank that keeps writing cannot hold the launcher here.
-  void drain() {
-    for (int chunk = 0; chunk < 16 && fd >= 0 && read_chunk(); ++chunk) {
-    }
-  }
-
-  // Writes a last line that lacks its newline, and closes the pipe.
-  void finish() {
-    if (!pending.empty()) write_all(destination, prefix + pending + "\n");
-    pending.clear();
-    if (fd >= 0) close(fd);
-    fd = -1;
-  }
-
-  void write_complete_lines(std::size_t search_from) {
-    std::string lines;
-    std::size_t start = 0;
-    for (auto newline = pending.find('\n', search_from); newline != std::string::npos;
-         newline = pending.find('\n', start)) {
-      lines.append(prefix).append(pending, start, newline + 1 - start);
-      start = newline + 1;
-    }
-    write_all(destination, lines);
-    pending.erase(0, start);
-  }
-};
-
 // ---- The supervisor ---------------------------------------------------------
 
 struct rank_process {
@@ -399,6 +358,10 @@ class supervisor {
     for (const auto& rank : ranks_) {
       if (!exited_cleanly(rank.wait_status)) say("rank " + std::to_string(rank.rank) + " " + outcome(rank));
     }
+    const char* keep = std::getenv("COLLECTIVES_RUN_KEEP_SHM");
+    const bool keep_leftovers = keep != nullptr && *keep != '\0' && std::strcmp(keep, "0") != 0;
+    if (const auto leftovers = collectives_run::clean_shm_leftovers(job_.token, keep_leftovers); !leftovers.empty())
+      say(leftovers);
     return exit_status();
   }
 
@@ -451,14 +414,16 @@ class supervisor {
 
   std::vector<std::pair<std::string, std::string>> rank_environment(const rank_process& rank) const {
     const options& o = job_.opts;
-    return {{"RANK", std::to_string(rank.rank)},
-            {"WORLD_SIZE", std::to_string(o.nnodes * o.nproc)},
-            {"LOCAL_RANK", std::to_string(rank.local_rank)},
-            {"LOCAL_WORLD_SIZE", std::to_string(o.nproc)},
-            {"GROUP_RANK", std::to_string(o.node_rank)},
-            {"MASTER_ADDR", job_.master_addr},
-            {"MASTER_PORT", job_.master_port},
-            {"COLLECTIVES_JOB_TOKEN", job_.token}};
+    std::vector<std::pair<std::string, std::string>> variables{{"RANK", std::to_string(rank.rank)},
+                                                               {"WORLD_SIZE", std::to_string(o.nnodes * o.nproc)},
+                                                               {"LOCAL_RANK", std::to_string(rank.local_rank)},
+                                                               {"LOCAL_WORLD_SIZE", std::to_string(o.nproc)},
+                                                               {"GROUP_RANK", std::to_string(o.node_rank)},
+                                                               {"MASTER_ADDR", job_.master_addr},
+                                                               {"MASTER_PORT", job_.master_port},
+                                                               {"COLLECTIVES_JOB_TOKEN", job_.token}};
+    if (!o.transport.empty()) variables.emplace_back(collectives::transport_selection_variable, o.transport);
+    return variables;
   }
 
   bool any_running() const {

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Tests of the collectives-run launcher with real processes.
-# Usage: launcher_test.sh path/to/collectives-run CASE   (the cases are the test_* functions)
+# Usage: launcher_test.sh path/to/collectives-run CASE [path/to/shm_segment_prefix]
+# (the cases are the test_* functions; shm_leftovers needs the third argument)
 set -u
 launcher=$1
 case_name=$2
-unset MASTER_ADDR MASTER_PORT COLLECTIVES_JOB_TOKEN RANK WORLD_SIZE
+segment_prefix_tool=${3:-}
+unset MASTER_ADDR MASTER_PORT COLLECTIVES_JOB_TOKEN RANK WORLD_SIZE COLLECTIVES_TRANSPORT COLLECTIVES_RUN_KEEP_SHM
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+made_in_shm=()  # files this test put in /dev/shm, removed at exit whatever happens
+trap 'rm -rf "$work"; rm -f -- "${made_in_shm[@]}"' EXIT
 out=$work/out
 err=$work/err
 
@@ -205,6 +208,63 @@ test_partial_and_long_lines() {
          if ($0 !~ /^\[[0-3]\] / || length(body) != 100000 || rest != "") bad++; count[rank]++ }
        END { exit !(bad == 0 && NR == 12 && count[0] == 3 && count[1] == 3 && count[2] == 3 && count[3] == 3) }' "$out" ||
     fail "long lines were split or mixed: $(awk '{ print substr($0, 1, 8) "... " length($0) " bytes" }' "$out")"
+}
+
+test_transport_option() {
+  run -n 2 --transport shm sh -c 'echo "$COLLECTIVES_TRANSPORT"'
+  expect_status 0
+  expect_lines "$out" "[0] shm" "[1] shm"
+  COLLECTIVES_TRANSPORT=shm run --transport=tcp sh -c 'echo "$COLLECTIVES_TRANSPORT"'  # the option wins
+  expect_lines "$out" "[0] tcp"
+  COLLECTIVES_TRANSPORT=auto run sh -c 'echo "$COLLECTIVES_TRANSPORT"'  # inherited unchanged
+  expect_lines "$out" "[0] auto"
+  run sh -c 'echo "${COLLECTIVES_TRANSPORT-unset}"'
+  expect_lines "$out" "[0] unset"
+  run --transport udp true
+  expect_status 2
+  expect_match "$err" "^collectives-run: --transport wants auto, shm or tcp, not 'udp'"
+  expect_empty "$out"
+  run --transport '' true
+  expect_status 2
+}
+
+# Segments named with the job's prefix are removed when the job ends, however it
+# ends, with a warning; a segment of another job (another token) is left alone.
+test_shm_leftovers() {
+  [[ -x $segment_prefix_tool ]] || fail "needs the path of shm_segment_prefix as the third argument"
+  local token prefix other_prefix other
+  token=launcher-test-$$-$RANDOM
+  prefix=$(COLLECTIVES_JOB_TOKEN=$token "$segment_prefix_tool")
+  other_prefix=$(COLLECTIVES_JOB_TOKEN=$token-other "$segment_prefix_tool")
+  [[ $prefix == collectives-*- && $other_prefix != "$prefix" ]] || fail "odd prefixes '$prefix', '$other_prefix'"
+  other=/dev/shm/${other_prefix}1-0
+  made_in_shm=("/dev/shm/$prefix"{a,b,c}-0 "$other")
+  : >"$other"
+
+  COLLECTIVES_JOB_TOKEN=$token run -n 2 sh -c 'touch /dev/shm/'"$prefix"'a-$RANK'
+  expect_status 0
+  [[ ! -e /dev/shm/${prefix}a-0 && ! -e /dev/shm/${prefix}a-1 ]] || fail "the job's segments are still there"
+  [[ -e $other ]] || fail "another job's segment was removed"
+  expect_line "$err" "collectives-run: warning: removed 2 shared-memory segments the job left (/dev/shm/$prefix*); only a rank that ends during start-up leaves them"
+
+  # A rank killed, the others stopped: cleaned up all the same.
+  COLLECTIVES_JOB_TOKEN=$token run --grace 0.2 -n 2 sh -c 'touch /dev/shm/'"$prefix"'b-$RANK
+    if [ "$RANK" = 1 ]; then until [ -e /dev/shm/'"$prefix"'b-0 ]; do sleep 0.01; done; kill -9 $$; fi; sleep 60'
+  expect_status 137
+  [[ ! -e /dev/shm/${prefix}b-0 && ! -e /dev/shm/${prefix}b-1 ]] || fail "segments left after a killed rank"
+  expect_match "$err" '^collectives-run: warning: removed 2 shared-memory segments'
+
+  # COLLECTIVES_RUN_KEEP_SHM: kept (for tests that check the library), and said so.
+  COLLECTIVES_JOB_TOKEN=$token COLLECTIVES_RUN_KEEP_SHM=1 run sh -c 'touch /dev/shm/'"$prefix"'c-0'
+  expect_status 0
+  [[ -e /dev/shm/${prefix}c-0 ]] || fail "COLLECTIVES_RUN_KEEP_SHM=1 did not keep the segment"
+  expect_line "$err" "collectives-run: warning: the job left 1 shared-memory segment (/dev/shm/$prefix*); kept (COLLECTIVES_RUN_KEEP_SHM)"
+  [[ -e $other ]] || fail "another job's segment was removed"
+
+  # A job that leaves nothing says nothing.
+  COLLECTIVES_JOB_TOKEN=$token-clean run -n 2 true
+  expect_status 0
+  expect_empty "$err"
 }
 
 test_all_succeed() {
