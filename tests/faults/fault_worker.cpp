@@ -17,7 +17,8 @@
 //                   FAILED ...                            anything else; exits 5
 // The loop gives up after COLLECTIVES_FAULT_MAX_S seconds (default 30) with FAILED,
 // so no rank can run forever. The per-call timeout is COLLECTIVES_TIMEOUT (seconds,
-// as for any communicator), 3 s unless set.
+// as for any communicator), 3 s unless set. The transport is automatic_transport, so
+// COLLECTIVES_TRANSPORT (collectives-run --transport) picks shm or tcp.
 #include <signal.h>
 #include <unistd.h>
 
@@ -34,12 +35,12 @@
 #include <vector>
 
 #include <collectives/collectives.hpp>
-#include <collectives/transport/tcp.hpp>
+#include <collectives/transport/automatic.hpp>
 
 namespace {
 
 namespace coll = collectives;
-using comm_t = coll::communicator<coll::tcp>;
+using comm_t = coll::communicator<coll::automatic_transport>;
 using steady = std::chrono::steady_clock;
 
 long long now_ns() {

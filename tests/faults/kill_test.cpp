@@ -1,14 +1,20 @@
 // Faults: a rank killed with SIGKILL at a random point of a loop of collectives.
 // Every survivor must report the lost peer (errc::peer_lost, naming the victim)
 // within the per-call deadline + 2 s, none may hang or compute a wrong result, and
-// the launcher must exit non-zero (137: the victim, killed by SIGKILL, fails first).
+// the launcher must exit non-zero (137: the victim, killed by SIGKILL, fails first),
+// and the job must leave nothing in /dev/shm.
 //
-// Each trial runs `collectives-run -n P --grace 5 --timeout 60 fault_worker VICTIM
-// DELAY_US SEED` (see fault_worker.cpp) and reads its output. The trials are random
+// Each trial runs `collectives-run -n P --transport T --grace 5 --timeout 60
+// fault_worker VICTIM DELAY_US SEED` (see fault_worker.cpp) and reads its output. T is
+// COLLECTIVES_TRANSPORT (tcp unless set; ctest runs the test once for tcp, once for
+// shm). Each trial gets a fresh job token, so that its shared-memory segments have a
+// name of their own to look for, and COLLECTIVES_RUN_KEEP_SHM, so that the launcher
+// leaves what the library left for this test to see. The trials are random
 // but reproducible: the test prints its seed, and COLLECTIVES_FAULT_SEED=N repeats
 // a run; COLLECTIVES_FAULT_TRIALS changes the number of trials (default 20).
 // COLLECTIVES_RUN and COLLECTIVES_FAULT_WORKER override the programs' paths that
 // CMake compiled in.
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -30,6 +36,7 @@
 #include <string_view>
 #include <vector>
 
+#include <collectives/transport/shm/segment_name.hpp>
 #include <doctest/doctest.h>
 
 namespace {
@@ -150,6 +157,46 @@ std::map<int, rank_lines> parse(const std::string& output) {
   return ranks;
 }
 
+// The rank an error names as lost: the first "rank N" after the reporter's own
+// "rank R: " prefix ("rank 2: lost rank 1: it closed the connection ..." over tcp,
+// "rank 2: lost rank 1: its process (pid 4242) died" over shm); -1 if none.
+int lost_rank_named(const std::string& what, int reporter) {
+  const std::string own = "rank " + std::to_string(reporter) + ": ";
+  const std::size_t from = what.starts_with(own) ? own.size() : 0;
+  const std::size_t at = what.find("rank ", from);
+  if (at == std::string::npos) return -1;
+  const char* digits = what.c_str() + at + 5;
+  char* end = nullptr;
+  const long rank = std::strtol(digits, &end, 10);
+  return end == digits ? -1 : int(rank);
+}
+
+// 32 random bytes as hex: a job token no other job has. Not drawn from the trials'
+// generator, so that a seed repeats the same trials.
+std::string fresh_token() {
+  std::random_device random;
+  std::string token;
+  char digits[9];
+  for (int i = 0; i < 8; ++i) {
+    std::snprintf(digits, sizeof digits, "%08x", static_cast<unsigned>(random()));
+    token += digits;
+  }
+  return token;
+}
+
+// Removes and names what a job with this token left in /dev/shm.
+std::vector<std::string> remove_shm_leftovers(const std::string& token) {
+  const std::string prefix = collectives::shm_detail::segment_prefix(token);
+  std::vector<std::string> left;
+  if (DIR* dir = ::opendir("/dev/shm")) {
+    while (const dirent* entry = ::readdir(dir))
+      if (std::string_view(entry->d_name).starts_with(prefix)) left.push_back(std::string("/dev/shm/") + entry->d_name);
+    ::closedir(dir);
+  }
+  for (const auto& path : left) ::unlink(path.c_str());
+  return left;
+}
+
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -172,11 +219,12 @@ TEST_CASE("a rank killed at a random point: every survivor reports the lost peer
   const std::uint64_t seed = std::getenv("COLLECTIVES_FAULT_SEED")
                                  ? std::strtoull(std::getenv("COLLECTIVES_FAULT_SEED"), nullptr, 10)
                                  : (std::uint64_t(std::random_device{}()) << 32 | std::random_device{}());
-  std::printf("kill_test: seed %llu (COLLECTIVES_FAULT_SEED=%llu repeats this run), %d trials\n",
-              static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed), trials);
+  const std::string transport = from_env("COLLECTIVES_TRANSPORT", "tcp");
+  std::printf("kill_test: seed %llu (COLLECTIVES_FAULT_SEED=%llu repeats this run), %d trials over %s\n",
+              static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed), trials, transport.c_str());
   std::fflush(stdout);
 
-  // Each trial is a job of its own: a fresh port and token from the launcher.
+  // Each trial is a job of its own: a fresh port from the launcher, a fresh token from here.
   for (const char* name : {"MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
                            "COLLECTIVES_JOB_TOKEN", "COLLECTIVES_CHECK_CALLS", "OMPI_COMM_WORLD_RANK",
                            "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS"})
@@ -186,6 +234,7 @@ TEST_CASE("a rank killed at a random point: every survivor reports the lost peer
   ::setenv("COLLECTIVES_TIMEOUT", timeout_text, 1);
   ::setenv("COLLECTIVES_STARTUP_TIMEOUT", "20", 1);
   ::setenv("COLLECTIVES_FAULT_MAX_S", "30", 1);
+  ::setenv("COLLECTIVES_RUN_KEEP_SHM", "1", 1);
 
   std::mt19937_64 rng(seed);
   std::vector<double> trial_latencies, all_latencies;
@@ -195,9 +244,12 @@ TEST_CASE("a rank killed at a random point: every survivor reports the lost peer
     const int victim = int(rng() % std::uint64_t(ranks));
     const long long delay_us = static_cast<long long>(rng() % 400001);
     const std::uint64_t job_seed = rng() >> 1;
-    const std::vector<std::string> args{launcher, "-n", std::to_string(ranks), "--grace", std::to_string(grace_s),
-                                        "--timeout", std::to_string(launcher_timeout_s), worker,
-                                        std::to_string(victim), std::to_string(delay_us), std::to_string(job_seed)};
+    const std::string token = fresh_token();
+    ::setenv("COLLECTIVES_JOB_TOKEN", token.c_str(), 1);
+    const std::vector<std::string> args{launcher, "-n", std::to_string(ranks), "--transport", transport, "--grace",
+                                        std::to_string(grace_s), "--timeout", std::to_string(launcher_timeout_s),
+                                        worker, std::to_string(victim), std::to_string(delay_us),
+                                        std::to_string(job_seed)};
     std::string command = std::string("COLLECTIVES_TIMEOUT=") + timeout_text;
     for (const auto& a : args) command += " " + a;
 
@@ -206,6 +258,7 @@ TEST_CASE("a rank killed at a random point: every survivor reports the lost peer
     std::vector<std::string> problems;
     auto problem = [&](std::string s) { problems.push_back(std::move(s)); };
 
+    for (const auto& path : remove_shm_leftovers(token)) problem("the job left " + path + " in /dev/shm");
     if (out.hung) problem("the launcher was still running after " + std::to_string(trial_limit.count()) + " s; killed it");
     else if (out.status == 0) problem("the launcher exited 0");
     else if (out.status != 137) problem("the launcher exited " + std::to_string(out.status) + ", expected 137");
@@ -236,7 +289,7 @@ TEST_CASE("a rank killed at a random point: every survivor reports the lost peer
       if (it->second.losses.size() > 1) problem(who + "reported " + std::to_string(it->second.losses.size()) + " losses");
       const auto& loss = it->second.losses.front();
       if (loss.code != "peer lost") problem(who + "code=" + loss.code + " (expected peer lost): " + loss.what);
-      else if (loss.what.find("lost rank " + std::to_string(victim) + ":") == std::string::npos)
+      else if (lost_rank_named(loss.what, rank) != victim)
         problem(who + "the error does not name the victim, rank " + std::to_string(victim) + ": " + loss.what);
       if (killed_at) {
         const double latency = double(loss.at - *killed_at) * 1e-9;

@@ -1,8 +1,9 @@
 // The collective tests' ranks as the processes of a job that collectives-run (or
-// mpirun, or srun) started, over the TCP transport: this process is one rank, and
-// every process runs the same test cases in the same order, so their collective
-// calls line up. Each process checks its own rank's results; the launcher fails the
-// job if any process fails.
+// mpirun, or srun) started, over automatic_transport: COLLECTIVES_TRANSPORT
+// (collectives-run --transport) picks shm or tcp, so one binary tests both. This
+// process is one rank, and every process runs the same test cases in the same order,
+// so their collective calls line up. Each process checks its own rank's results; the
+// launcher fails the job if any process fails.
 #pragma once
 
 #include <fcntl.h>
@@ -16,17 +17,20 @@
 #include <vector>
 
 #include <collectives/collectives.hpp>
-#include <collectives/transport/tcp.hpp>
+#include <collectives/transport/automatic.hpp>
 #include <doctest/doctest.h>
 
 namespace testing {
 
-using comm = collectives::communicator<collectives::tcp>;
+using comm = collectives::communicator<collectives::automatic_transport>;
 
 inline comm& world() {
   static comm c = [] {
     auto made = comm::from_env();
     made.set_timeout(std::chrono::seconds(60));
+    // The test's name promises a transport: make sure it is the one that runs.
+    if (const char* asked = std::getenv("COLLECTIVES_TRANSPORT"); asked != nullptr && std::string(asked) != "auto")
+      REQUIRE(made.transport().name() == asked);
     return made;
   }();
   return c;
