@@ -1,6 +1,8 @@
-// Times all_reduce (float sum, automatic algorithm) over TCP for a few sizes, the
-// same way bench/mpi_all_reduce_time.cpp times MPI_Allreduce, so that
-// bench/compare_all_reduce.sh can put the two side by side. Run under collectives-run.
+// Times all_reduce (float sum, automatic algorithm) for a few sizes, the same way
+// bench/mpi_all_reduce_time.cpp times MPI_Allreduce, so that bench/compare_all_reduce.sh
+// can put the two side by side. Run under collectives-run; the transport is
+// automatic_transport, so COLLECTIVES_TRANSPORT (collectives-run --transport) picks
+// shm or tcp.
 //
 // usage: all_reduce_time [iterations = 20] [bytes ...]   (default sizes 8 and 64 MiB)
 #include <algorithm>
@@ -11,7 +13,7 @@
 #include <vector>
 
 #include <collectives/collectives.hpp>
-#include <collectives/transport/tcp.hpp>
+#include <collectives/transport/automatic.hpp>
 
 namespace coll = collectives;
 
@@ -21,7 +23,7 @@ int main(int argc, char** argv) {
   for (int i = 2; i < argc; ++i) sizes.push_back(std::strtoull(argv[i], nullptr, 10));
   if (sizes.empty()) sizes = {8, std::size_t(64) << 20};
   try {
-    auto comm = coll::communicator<coll::tcp>::from_env();
+    auto comm = coll::communicator<coll::automatic_transport>::from_env();
     for (std::size_t bytes : sizes) {
       std::vector<float> data(bytes / sizeof(float), 1.0f);
       const int warm_up = std::max(2, iterations / 10);

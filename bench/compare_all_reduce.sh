@@ -1,12 +1,21 @@
 #!/usr/bin/env bash
-# all_reduce (float sum) over loopback TCP, this library against Open MPI's tcp
-# transport (mpirun --mca btl self,tcp), same sizes and rank counts, runs alternating,
-# medians of ROUNDS runs (each run's figure is itself the median of its iterations).
+# all_reduce (float sum) on this host, this library against Open MPI, same sizes and
+# rank counts, runs alternating, medians of ROUNDS runs (each run's figure is itself
+# the median of its iterations). TRANSPORT picks what both use:
+#   tcp (default)  loopback TCP: ours over tcp, Open MPI's `--mca btl self,tcp`
+#   shm            shared memory: ours over shm, Open MPI's `--mca btl self,vader`
+# A memcpy bandwidth line, measured in the same run, gives the host's copy limit.
 #
 # usage: bench/compare_all_reduce.sh [bytes ...]     (default: 8 and 67108864)
-# env:   ROUNDS (5), ITERATIONS (20), RANKS ("2 4"), BUILD_DIR (build-bench)
+# env:   TRANSPORT (tcp), ROUNDS (5), ITERATIONS (20), RANKS ("2 4"), BUILD_DIR (build-bench)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+transport=${TRANSPORT:-tcp}
+case $transport in
+  tcp) mpi_btl=self,tcp ;;
+  shm) mpi_btl=self,vader ;;
+  *) echo "compare_all_reduce.sh: TRANSPORT=$transport is not tcp or shm" >&2; exit 2 ;;
+esac
 scripts/install-deps.sh
 missing=()
 for p in openmpi-bin libopenmpi-dev; do
@@ -18,7 +27,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 build=${BUILD_DIR:-build-bench}
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCOLLECTIVES_BUILD_BENCH=ON >/dev/null
-cmake --build "$build" -j "$(nproc)" --target all_reduce_time collectives-run >/dev/null
+cmake --build "$build" -j "$(nproc)" --target all_reduce_time memcpy_bandwidth collectives-run >/dev/null
 mpicxx -O2 bench/mpi_all_reduce_time.cpp -o "$build/bench/mpi_all_reduce_time"
 
 sizes=("$@")
@@ -26,10 +35,12 @@ sizes=("$@")
 iterations=${ITERATIONS:-20}
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT
-mpi_flags=(--allow-run-as-root --oversubscribe --mca btl self,tcp)
+mpi_flags=(--allow-run-as-root --oversubscribe --mca btl "$mpi_btl")
+echo "transport: collectives over $transport, Open MPI with --mca btl $mpi_btl"
+"$build/bench/memcpy_bandwidth"
 for ranks in ${RANKS:-2 4}; do
   for round in $(seq "${ROUNDS:-5}"); do
-    "$build/tools/collectives-run" -n "$ranks" --no-prefix --timeout 600 \
+    "$build/tools/collectives-run" -n "$ranks" --transport "$transport" --no-prefix --timeout 600 \
       "$build/bench/all_reduce_time" "$iterations" "${sizes[@]}" >>"$results"
     mpirun "${mpi_flags[@]}" -n "$ranks" "$build/bench/mpi_all_reduce_time" "$iterations" "${sizes[@]}" \
       2>/dev/null | grep '^openmpi' >>"$results"
