@@ -259,6 +259,13 @@ class engine {
     o.failure = std::make_exception_ptr(error(code, who() + why));
   }
 
+  // A message whose size isn't what its receive expects fails that receive only.
+  void fail_size(pending_op& o, std::size_t sent) {
+    fail(o, sent > o.bytes ? errc::message_truncated : errc::buffer_size_mismatch,
+         "rank " + std::to_string(o.peer) + " sent " + std::to_string(sent) + " bytes where " + std::to_string(o.bytes) +
+             " were expected; do all ranks pass the same counts?");
+  }
+
   std::uint32_t accept_receive(std::uint32_t slot) {
     pending_op& o = *ops_[slot];
     peer_link& link = peers_[std::size_t(o.peer)];
@@ -309,7 +316,7 @@ class engine {
       slot_header& s = seg_.slot(peer, rank_, link.tail % slots);
       if (shared(s.sequence).load(std::memory_order_acquire) != link.tail + 1) break;
       if (!well_formed(link, s, peer)) break;
-      if (link.into == landing::none && !choose_landing(link, s, peer)) break;
+      if (link.into == landing::none && !choose_landing(link, s)) break;
       land(link, s);
       shared(seg_.control(peer, rank_).tail).store(++link.tail, std::memory_order_release);
       pulled = true;
@@ -329,7 +336,7 @@ class engine {
     return ok;
   }
 
-  bool choose_landing(peer_link& link, const slot_header& s, int peer) {
+  bool choose_landing(peer_link& link, const slot_header& s) {
     const message_tag tag{s.call, s.step};
     link.message = tag;
     link.message_bytes = s.message_bytes;
@@ -340,9 +347,7 @@ class engine {
       link.posted.erase(match);
       pending_op& o = *ops_[slot];
       if (o.bytes != s.message_bytes) {
-        fail(o, s.message_bytes > o.bytes ? errc::message_truncated : errc::buffer_size_mismatch,
-             "rank " + std::to_string(peer) + " sent " + std::to_string(s.message_bytes) + " bytes where " +
-                 std::to_string(o.bytes) + " were expected; do all ranks pass the same counts?");
+        fail_size(o, s.message_bytes);
         link.into = landing::discard;
       } else {
         o.state = op_state::moving;
@@ -419,9 +424,7 @@ class engine {
       if (!(m.tag == o.tag) || !m.complete()) continue;
       std::erase(link.posted, slot);
       if (m.bytes.size() != o.bytes) {
-        fail(o, m.bytes.size() > o.bytes ? errc::message_truncated : errc::buffer_size_mismatch,
-             "rank " + std::to_string(o.peer) + " sent " + std::to_string(m.bytes.size()) + " bytes where " +
-                 std::to_string(o.bytes) + " were expected; do all ranks pass the same counts?");
+        fail_size(o, m.bytes.size());
       } else {
         deliver(o, 0, m.bytes);
         if (o.state != op_state::failed) o.state = op_state::done;
