@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "algorithm/plan_cache.hpp"
+#include "algorithm/workspace.hpp"
 #include "concepts/transport.hpp"
 #include "error.hpp"
 #include "transport/selection.hpp"
@@ -80,6 +81,9 @@ class communicator {
   // The plans of recent calls, reused when a call repeats.
   plan_cache& plans() noexcept { return plans_; }
 
+  // The executor's bookkeeping, reused from call to call.
+  executor_workspace<typename Transport::request>& workspace() noexcept { return workspace_; }
+
   // For the debug log: true when `call` now runs a different algorithm than it last did.
   bool note_algorithm(std::string_view call, const char* algorithm) {
     for (auto& [c, a] : algorithms_)
@@ -93,6 +97,7 @@ class communicator {
   std::chrono::milliseconds timeout_;
   std::uint64_t calls_ = 0;
   plan_cache plans_;
+  executor_workspace<typename Transport::request> workspace_;
   std::vector<std::pair<std::string, const char*>> algorithms_;
   bool check_calls_ = [] {
     const char* v = std::getenv("COLLECTIVES_CHECK_CALLS");

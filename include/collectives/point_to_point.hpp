@@ -28,7 +28,7 @@ void run_message(communicator<Tr>& comm, const char* call, const operation& mess
   plan.add(message);
   no_reduce op;
   execute<Space>(plan, comm.transport(), call_buffers<T, Space>{input, output}, op,
-                 call_context::starting_now(call, 0, comm.timeout()));
+                 call_context::starting_now(call, 0, comm.timeout()), comm.workspace());
 }
 
 }  // namespace detail

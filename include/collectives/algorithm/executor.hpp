@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <exception>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "../concepts/reduce_op.hpp"
@@ -17,6 +18,7 @@
 #include "../memory_space.hpp"
 #include "../ops/host_reduce.hpp"
 #include "schedule.hpp"
+#include "workspace.hpp"
 
 namespace collectives {
 
@@ -49,18 +51,13 @@ struct no_reduce {
 
 namespace detail {
 
+// Reduces a piece of a fused receive into its target, with the target's types restored.
 template <class T, class Op>
-struct fused_reduce_target {
-  T* dst;
-  Op* op;
-  operand_order order;
-
-  static void consume(void* self, std::size_t offset, std::span<const std::byte> piece) {
-    auto& t = *static_cast<fused_reduce_target*>(self);
-    memory_ops<host_memory>::combine(t.dst + offset / sizeof(T), reinterpret_cast<const T*>(piece.data()),
-                                     piece.size() / sizeof(T), *t.op, t.order);
-  }
-};
+void reduce_into(void* target, std::size_t offset, std::span<const std::byte> piece) {
+  const auto& t = *static_cast<const fused_target*>(target);
+  memory_ops<host_memory>::combine(static_cast<T*>(t.dst) + offset / sizeof(T), reinterpret_cast<const T*>(piece.data()),
+                                   piece.size() / sizeof(T), *static_cast<Op*>(t.op), t.order);
+}
 
 inline std::string describe(const operation& op) {
   const bool sending = op.kind == op_kind::send;
@@ -76,8 +73,12 @@ class executor {
   using request = typename Transport::request;
 
  public:
-  executor(const schedule& plan, Transport& transport, call_buffers<T, Space> buffers, Op& op)
-      : plan_(plan), transport_(transport), buffers_(buffers), op_(op) {}
+  using workspace = executor_workspace<request>;
+
+  executor(const schedule& plan, Transport& transport, call_buffers<T, Space> buffers, Op& op, workspace& room)
+      : plan_(plan), transport_(transport), buffers_(buffers), op_(op), room_(room),
+        waiting_(room.waiting), successor_begin_(room.successor_begin), successors_(room.successors),
+        ready_(room.ready), active_(room.active), fused_targets_(room.fused) {}
 
   void run(const call_context& ctx) {
     prepare();
@@ -94,27 +95,30 @@ class executor {
     } catch (...) {
       for (auto& a : active_) transport_.cancel(a.req);
       active_.clear();
+      trim();
       throw;
     }
+    trim();
   }
 
  private:
-  struct active_op {
-    op_id id;
-    request req;
-  };
+  // Host scratch and staging come from the workspace; other memory spaces allocate
+  // their own per call.
+  static constexpr bool reuses_memory = std::is_same_v<Space, host_memory> && alignof(T) <= reusable_host_memory::alignment;
 
   // The fused path reduces straight from the wire into the destination; it applies
   // to host buffers only (a device transport brings its own).
   static constexpr bool fused = fused_recv_reduce_transport<Transport> && std::is_same_v<Space, host_memory>;
 
-  // Every container is sized here, once: allocations are a visible part of the
-  // latency of a small call.
+  // Every container is sized here, once, and keeps its capacity for the next call.
   void prepare() {
     const std::size_t n = plan_.ops.size();
     std::size_t messages = 0, fused_receives = 0;
     waiting_.assign(n, 0);
     successor_begin_.assign(n + 1, 0);
+    ready_.clear();
+    active_.clear();
+    fused_targets_.clear();
     for (std::size_t i = 0; i < n; ++i) {
       const operation& o = plan_.ops[i];
       waiting_[i] = o.dep_count;
@@ -133,17 +137,29 @@ class executor {
     for (std::size_t i = 0; i < n; ++i)
       if (waiting_[i] == 0) ready_.push_back(static_cast<op_id>(i));
     active_.reserve(messages);
-    if (plan_.scratch_count) scratch_ = memory::template allocate<T>(plan_.scratch_count);
-    if (!fused && plan_.staging_count) staging_ = memory::template allocate<T>(plan_.staging_count);
     if constexpr (fused) fused_targets_.reserve(fused_receives);  // sinks point into it: it must never move
+    scratch_ = memory_for(plan_.scratch_count, room_.scratch, owned_scratch_);
+    if (!fused) staging_ = memory_for(plan_.staging_count, room_.staging, owned_staging_);
+  }
+
+  T* memory_for(std::size_t count, reusable_host_memory& reusable, decltype(memory::template allocate<T>(0))& owned) {
+    if (count == 0) return nullptr;
+    if constexpr (reuses_memory) return reinterpret_cast<T*>(reusable.get(count * sizeof(T)));
+    owned = memory::template allocate<T>(count);
+    return owned.get();
+  }
+
+  void trim() {
+    room_.scratch.trim();
+    room_.staging.trim();
   }
 
   T* address(region r) const {
     switch (r.buffer) {
       case buffer_id::input: return const_cast<T*>(buffers_.input) + r.offset;  // only ever read
       case buffer_id::output: return buffers_.output + r.offset;
-      case buffer_id::scratch: return scratch_.get() + r.offset;
-      case buffer_id::staging: return staging_.get() + r.offset;
+      case buffer_id::scratch: return scratch_ + r.offset;
+      case buffer_id::staging: return staging_ + r.offset;
     }
     return nullptr;
   }
@@ -187,9 +203,8 @@ class executor {
         case op_kind::recv_reduce:
           if (o.dst.count == 0) finish(id);
           else if constexpr (fused) {
-            auto& target = fused_targets_.emplace_back(
-                detail::fused_reduce_target<T, Op>{address(o.dst), &op_, o.order});
-            chunk_sink sink{&target, &detail::fused_reduce_target<T, Op>::consume};
+            auto& target = fused_targets_.emplace_back(fused_target{address(o.dst), &op_, o.order});
+            chunk_sink sink{&target, &detail::reduce_into<T, Op>};
             active_.push_back({id, transport_.post_recv_reduce(o.peer, tag, o.dst.count * sizeof(T), sizeof(T), sink)});
           } else {
             active_.push_back({id, transport_.post_recv(o.peer, tag, writable_bytes_of(o.src))});
@@ -230,19 +245,33 @@ class executor {
   Transport& transport_;
   call_buffers<T, Space> buffers_;
   Op& op_;
-  std::vector<std::uint32_t> waiting_, successor_begin_;
-  std::vector<op_id> successors_, ready_;
+  workspace& room_;
+  std::vector<std::uint32_t>& waiting_;
+  std::vector<std::uint32_t>& successor_begin_;
+  std::vector<op_id>& successors_;
+  std::vector<op_id>& ready_;
+  std::vector<typename workspace::active_op>& active_;
+  std::vector<fused_target>& fused_targets_;
   std::size_t next_ready_ = 0, finished_ = 0;
-  std::vector<active_op> active_;
-  std::vector<detail::fused_reduce_target<T, Op>> fused_targets_;
-  decltype(memory::template allocate<T>(0)) scratch_{}, staging_{};
+  T* scratch_ = nullptr;
+  T* staging_ = nullptr;
+  decltype(memory::template allocate<T>(0)) owned_scratch_{}, owned_staging_{};
 };
 
-// Runs `plan` for one call of this rank.
+// Runs `plan` for one call of this rank, with the bookkeeping of `room` (which a
+// communicator keeps between calls).
+template <class Space = host_memory, transport Transport, class T, class Op>
+void execute(const schedule& plan, Transport& transport, call_buffers<T, Space> buffers, Op& op,
+             const call_context& ctx, executor_workspace<typename Transport::request>& room) {
+  executor<Transport, T, Op, Space>(plan, transport, buffers, op, room).run(ctx);
+}
+
+// The same with bookkeeping of its own, for a one-off call.
 template <class Space = host_memory, transport Transport, class T, class Op>
 void execute(const schedule& plan, Transport& transport, call_buffers<T, Space> buffers, Op& op,
              const call_context& ctx) {
-  executor<Transport, T, Op, Space>(plan, transport, buffers, op).run(ctx);
+  executor_workspace<typename Transport::request> room;
+  execute<Space>(plan, transport, buffers, op, ctx, room);
 }
 
 }  // namespace collectives

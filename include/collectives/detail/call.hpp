@@ -166,7 +166,7 @@ void run(communicator<Tr>& comm, const char* call, Kind kind, plan_request req, 
   log_algorithm<Algorithm>(comm, call, kind, req);
   auto execute_plan = [&](const schedule& plan) {
     execute<Space>(plan, comm.transport(), call_buffers<T, Space>{input, output}, op,
-                   call_context::starting_now(call, comm.next_call(), comm.timeout()));
+                   call_context::starting_now(call, comm.next_call(), comm.timeout()), comm.workspace());
   };
   if (plan_cache::keeps(req))
     execute_plan(comm.plans().find_or_make(plan_cache::key_of<Algorithm, Kind>(req), [&] { return Algorithm::plan(kind, req); }));

@@ -1,0 +1,72 @@
+// The executor's bookkeeping for one call, kept by the communicator between calls.
+// A small call is over in a microsecond or two, and a dozen allocations would be a
+// visible part of that; reused containers keep their capacity, so a repeated call
+// allocates nothing.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <new>
+#include <vector>
+
+#include "schedule.hpp"
+
+namespace collectives {
+
+// Where a fused receive reduces into: the destination and the op, without their
+// types, so that one workspace serves calls of every element type and op.
+struct fused_target {
+  void* dst = nullptr;
+  void* op = nullptr;
+  operand_order order = operand_order::received_last;
+};
+
+// Host memory for scratch and staging that outlives the call. Up to `kept_bytes` it
+// stays for the next call; a larger buffer (a big pipelined call) is given back
+// when the call ends, so an idle communicator holds little memory.
+class reusable_host_memory {
+ public:
+  static constexpr std::size_t kept_bytes = std::size_t(1) << 20;
+  static constexpr std::size_t alignment = 64;
+
+  // Room for `bytes`, aligned to 64; valid until the next get() or trim().
+  std::byte* get(std::size_t bytes) {
+    if (bytes > capacity_) {
+      memory_.reset(static_cast<std::byte*>(::operator new(bytes, std::align_val_t{alignment})));
+      capacity_ = bytes;
+    }
+    return memory_.get();
+  }
+  void trim() {
+    if (capacity_ > kept_bytes) {
+      memory_.reset();
+      capacity_ = 0;
+    }
+  }
+
+ private:
+  struct release {
+    void operator()(std::byte* p) const { ::operator delete(p, std::align_val_t{alignment}); }
+  };
+  std::unique_ptr<std::byte, release> memory_;
+  std::size_t capacity_ = 0;
+};
+
+template <class Request>
+struct executor_workspace {
+  struct active_op {
+    op_id id;
+    Request req;
+  };
+
+  std::vector<std::uint32_t> waiting;          // by op: dependencies not finished yet
+  std::vector<std::uint32_t> successor_begin;  // by op: where its successors start in `successors`
+  std::vector<op_id> successors;
+  std::vector<op_id> ready;                    // ops whose dependencies are done, in the order they became so
+  std::vector<active_op> active;               // posted messages not finished yet
+  std::vector<fused_target> fused;             // fused receives point into it: sized before the first one
+  reusable_host_memory scratch, staging;
+};
+
+}  // namespace collectives
