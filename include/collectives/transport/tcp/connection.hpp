@@ -52,6 +52,10 @@ struct early_message {
   std::vector<std::byte> bytes;
 };
 
+// Where a link is in its incoming stream: expecting a header, within a payload, or
+// holding a frame whose receive isn't posted yet.
+enum class frame_part : std::uint8_t { header, payload, held };
+
 // open: in use. departed: the peer said goodbye and closed. lost: the peer vanished
 // or broke the stream. abandoned: this rank gave up a transfer halfway (after some
 // other failure) and stopped using the link, leaving it open so that the peer does
@@ -74,19 +78,22 @@ struct connection {
   bool writing = false;
   std::size_t written = 0;               // bytes of the front frame written so far
 
-  // Receiving.
-  header_bytes incoming{};
-  std::deque<std::uint32_t> posted;      // receives not matched yet, in posting order
-  std::deque<early_message> early;       // small messages that came first
+  // Receiving: bytes read ahead into the inbox, taken apart frame by frame.
+  std::vector<std::byte> inbox;
+  std::size_t inbox_begin = 0, inbox_end = 0;  // the bytes not taken apart yet
+  bool reading = false;                        // a read (into the inbox or a receive's buffer) is under way
+  frame_part part = frame_part::header;        // what the next bytes are
+  std::deque<std::uint32_t> posted;            // receives not matched yet, in posting order
+  std::deque<early_message> early;             // small messages that came first
   std::size_t early_bytes = 0;
-  std::vector<std::byte> landing;        // where an early message is read before it joins `early`
-  std::optional<frame_header> held;      // a large early message: reading pauses until its receive is posted
-  std::uint32_t receiving = no_slot;     // the receive whose payload is being read
-  std::size_t remaining = 0;             // payload bytes of the current frame still to read
-  std::size_t got = 0;                   // plain receive: payload bytes read so far
-  std::size_t delivered = 0;             // fused receive: bytes handed to the sink so far
-  std::vector<std::byte> chunk;          // fused receive and draining: a landing area
-  std::size_t chunk_fill = 0;
+  std::optional<frame_header> held;            // a large early message: stays in the socket until its receive is posted
+  // The payload under way: for `receiving` (no_slot: dropped), or, when `to_early`,
+  // an early message that lands in `arriving`.
+  std::uint32_t receiving = no_slot;
+  bool to_early = false;
+  early_message arriving;
+  std::uint64_t remaining = 0;                 // payload bytes still to come
+  std::size_t delivered = 0;                   // payload bytes taken so far
 };
 
 }  // namespace collectives::tcp_detail

@@ -41,6 +41,7 @@ struct engine_limits {
   std::size_t eager_limit = 64 * 1024;         // early frames up to this size are kept in memory
   std::size_t early_capacity = 4 * 1024 * 1024;  // at most this much per connection
   std::size_t piece_bytes = 256 * 1024;        // a fused receive reduces at most this much at once
+  std::size_t inbox_bytes = 64 * 1024;         // what one read takes in, headers and small payloads
   std::chrono::microseconds poll_time{50};     // how long a wait polls before it sleeps
 };
 
@@ -61,7 +62,7 @@ class engine {
     for (std::size_t p = 0; p < sockets.size(); ++p)
       if (sockets[p]) links_[p] = std::make_unique<connection>(int(p), std::move(sockets[p]));
     for (auto& l : links_)
-      if (l) read_header(*l);
+      if (l) consume(*l);
   }
 
   std::uint32_t post_send(int peer, message_tag tag, std::span<const std::byte> data) {
@@ -229,13 +230,27 @@ class engine {
   }
 
   // ---- receiving --------------------------------------------------------------
+  //
+  // Each link reads into its inbox as much as the socket holds, so that a small
+  // message (header and payload, and often the next frame too) costs one read. The
+  // frames are then taken apart from the inbox. A plain receive's large payload is
+  // read straight into the caller's buffer once the inbox has nothing more of it.
 
-  void read_header(connection& link) {
-    if (link.status != link_status::open) return;
-    asio::async_read(*link.socket, asio::buffer(link.incoming), [this, &link](const error_code& ec, std::size_t) {
-      if (link.status != link_status::open) return;  // the header buffer is the link's own
-      if (ec) return ended(link, ec);
-      const auto h = decode(link.incoming);
+  // Takes apart the frames in the inbox until it needs more bytes, or a frame is held.
+  void consume(connection& link) {
+    while (link.status == link_status::open) {
+      if (link.part == frame_part::held) return;  // resumes when its receive is posted
+      if (link.part == frame_part::payload) {
+        take_payload(link);
+        if (link.remaining > 0) return read_payload(link);
+        end_payload(link);
+        continue;
+      }
+      if (link.inbox_end - link.inbox_begin < header_size) return read_more(link);
+      header_bytes bytes;
+      std::memcpy(bytes.data(), link.inbox.data() + link.inbox_begin, header_size);
+      link.inbox_begin += header_size;
+      const auto h = decode(bytes);
       if (!h) return close(link, link_status::lost, "rank " + std::to_string(link.peer) + " sent a malformed frame header");
       if (h->kind == frame_kind::abort) {
         int none = -1;  // the frame names the rank that aborted first
@@ -244,9 +259,49 @@ class engine {
       } else if (h->kind == frame_kind::goodbye) {
         link.said_goodbye = true;
       } else {
-        return route(link, *h);
+        route(link, *h);
       }
-      read_header(link);
+    }
+  }
+
+  // Reads whatever the socket has into the inbox, after what is still unparsed.
+  void read_more(connection& link) {
+    if (link.reading) return;
+    const std::size_t unparsed = link.inbox_end - link.inbox_begin;
+    if (unparsed != 0 && link.inbox_begin != 0)
+      std::memmove(link.inbox.data(), link.inbox.data() + link.inbox_begin, unparsed);
+    link.inbox_begin = 0;
+    link.inbox_end = unparsed;
+    if (link.inbox.size() < limits_.inbox_bytes) link.inbox.resize(limits_.inbox_bytes);
+    link.reading = true;
+    link.socket->async_read_some(asio::buffer(link.inbox.data() + unparsed, link.inbox.size() - unparsed),
+                                 [this, &link](const error_code& ec, std::size_t n) {
+      link.reading = false;
+      if (link.status != link_status::open) return;
+      if (ec) return ended(link, ec);
+      link.inbox_end += n;
+      consume(link);
+    });
+  }
+
+  // More of the current payload is needed: straight into a plain receive's buffer
+  // when much is left, else through the inbox.
+  void read_payload(connection& link) {
+    const bool direct = link.receiving != no_slot && ops_[link.receiving]->type == op_type::recv &&
+                        ops_[link.receiving]->state == op_state::moving && link.inbox_begin == link.inbox_end &&
+                        link.remaining >= limits_.inbox_bytes / 2;
+    if (!direct) return read_more(link);
+    if (link.reading) return;
+    pending_op& o = *ops_[link.receiving];
+    link.reading = true;
+    link.socket->async_read_some(asio::buffer(o.in.data() + link.delivered, link.remaining),
+                                 [this, &link](const error_code& ec, std::size_t n) {
+      link.reading = false;
+      if (link.status != link_status::open) return;  // abandoned: the buffer is the caller's again
+      if (ec) return ended(link, ec);
+      link.delivered += n;
+      link.remaining -= n;
+      consume(link);
     });
   }
 
@@ -256,29 +311,19 @@ class engine {
       if (ops_[*it]->tag == h.tag) {
         const std::uint32_t slot = *it;
         link.posted.erase(it);
-        return receive(link, slot, h.length);
+        return start_payload(link, slot, h.length);
       }
     if (h.length <= limits_.eager_limit && link.early_bytes + h.length <= limits_.early_capacity) {
-      link.landing.resize(h.length);
       link.early_bytes += h.length;
-      const message_tag tag = h.tag;
-      return asio::async_read(*link.socket, asio::buffer(link.landing), [this, &link, tag](const error_code& ec, std::size_t) {
-        if (link.status != link_status::open) return;
-        if (ec) return ended(link, ec);
-        link.early.push_back({tag, std::move(link.landing)});
-        link.landing = {};
-        // Its receive may have been posted while the bytes were on their way.
-        for (auto it = link.posted.begin(); it != link.posted.end(); ++it)
-          if (ops_[*it]->tag == tag) {
-            const std::uint32_t slot = *it;
-            link.posted.erase(it);
-            match(link, slot);
-            break;
-          }
-        read_header(link);
-      });
+      link.arriving = {h.tag, std::vector<std::byte>(h.length)};
+      link.to_early = true;
+      link.part = frame_part::payload;
+      link.remaining = h.length;
+      link.delivered = 0;
+      return;
     }
-    link.held = h;  // reading from this peer resumes when the matching receive is posted
+    link.held = h;  // taking frames apart resumes when the matching receive is posted
+    link.part = frame_part::held;
   }
 
   // A receive was posted: take an early message, resume a held one, or wait.
@@ -294,10 +339,11 @@ class engine {
         if (o.state != op_state::failed) o.state = op_state::done;
         return;
       }
-    if (link.held && link.held->tag == o.tag) {
+    if (link.part == frame_part::held && link.held->tag == o.tag) {
       const std::uint64_t length = link.held->length;
       link.held.reset();
-      return receive(link, slot, length);
+      start_payload(link, slot, length);
+      return consume(link);
     }
     link.posted.push_back(slot);
   }
@@ -323,69 +369,63 @@ class engine {
     }
   }
 
-  // Reads a frame's payload for `slot`; a size that doesn't match what was posted
-  // fails the receive, and the payload is read and dropped to keep the stream whole.
-  void receive(connection& link, std::uint32_t slot, std::uint64_t length) {
+  // The payload of a frame for `slot` comes next. A size that doesn't match what
+  // was posted fails the receive, and the payload is dropped to keep the stream whole.
+  void start_payload(connection& link, std::uint32_t slot, std::uint64_t length) {
     pending_op& o = *ops_[slot];
+    link.part = frame_part::payload;
     link.remaining = length;
     link.delivered = 0;
-    link.chunk_fill = 0;
-    if (length != o.bytes) {
-      fail_size(o, link, length);
-      link.receiving = no_slot;
-      return read_pieces(link, 1);
-    }
+    link.to_early = false;
+    link.receiving = no_slot;
+    if (length != o.bytes) return fail_size(o, link, length);
     o.state = op_state::moving;
     link.receiving = slot;
-    if (o.type == op_type::recv) {
-      link.got = 0;
-      return read_into(link);
+    // A fused receive reduces from the inbox in whole elements, in pieces this large.
+    if (o.type == op_type::recv_reduce) {
+      const std::size_t piece = std::max(o.granule, limits_.piece_bytes / o.granule * o.granule);
+      if (link.inbox.size() < piece) link.inbox.resize(piece);
     }
-    read_pieces(link, o.granule);
   }
 
-  // Reads the rest of a plain receive's payload straight into its buffer.
-  void read_into(connection& link) {
-    pending_op& o = *ops_[link.receiving];
-    link.socket->async_read_some(asio::buffer(o.in.data() + link.got, o.bytes - link.got),
-                                 [this, &link](const error_code& ec, std::size_t n) {
-      if (link.status != link_status::open) return;  // abandoned: the buffer is the caller's again
-      if (ec) return ended(link, ec);
-      link.got += n;
-      if (link.got < ops_[link.receiving]->bytes) return read_into(link);
-      finish_receive(link);
-    });
+  // Moves what the inbox holds of the current payload to where it belongs: an early
+  // message, the receive's buffer, its sink (whole elements only; a split one waits
+  // for the rest), or nowhere, when the receive failed or is gone.
+  void take_payload(connection& link) {
+    std::size_t n = std::min<std::uint64_t>(link.inbox_end - link.inbox_begin, link.remaining);
+    const std::byte* at = link.inbox.data() + link.inbox_begin;
+    if (link.to_early) {
+      if (n != 0) std::memcpy(link.arriving.bytes.data() + link.delivered, at, n);
+    } else if (link.receiving != no_slot && ops_[link.receiving]->state == op_state::moving) {
+      pending_op& o = *ops_[link.receiving];
+      if (o.type == op_type::recv_reduce) n -= n % o.granule;
+      if (n != 0) deliver(o, link.delivered, {at, n});
+    }
+    link.inbox_begin += n;
+    link.delivered += n;
+    link.remaining -= n;
   }
 
-  // Reads the rest of a frame in pieces; whole granules go to the receive's sink (or
-  // nowhere, when the receive failed or is gone).
-  void read_pieces(connection& link, std::size_t granule) {
-    const std::size_t capacity = std::max(granule, limits_.piece_bytes / granule * granule);
-    if (link.chunk.size() != capacity) link.chunk.resize(capacity);
-    if (link.remaining == 0) return finish_receive(link);
-    const std::size_t want = std::min<std::uint64_t>(link.remaining, capacity - link.chunk_fill);
-    link.socket->async_read_some(asio::buffer(link.chunk.data() + link.chunk_fill, want),
-                                 [this, &link, granule](const error_code& ec, std::size_t n) {
-      if (link.status != link_status::open) return;
-      if (ec) return ended(link, ec);
-      link.remaining -= n;
-      link.chunk_fill += n;
-      const std::size_t whole = link.chunk_fill - link.chunk_fill % granule;
-      if (link.receiving != no_slot && ops_[link.receiving]->state == op_state::moving && whole > 0)
-        deliver(*ops_[link.receiving], link.delivered, {link.chunk.data(), whole});
-      link.delivered += whole;
-      std::memmove(link.chunk.data(), link.chunk.data() + whole, link.chunk_fill - whole);
-      link.chunk_fill -= whole;
-      read_pieces(link, granule);
-    });
-  }
-
-  void finish_receive(connection& link) {
+  void end_payload(connection& link) {
+    link.part = frame_part::header;
+    if (link.to_early) {
+      link.to_early = false;
+      const message_tag tag = link.arriving.tag;
+      link.early.push_back(std::move(link.arriving));
+      link.arriving = {};
+      // Its receive may have been posted while the bytes were on their way.
+      for (auto it = link.posted.begin(); it != link.posted.end(); ++it)
+        if (ops_[*it]->tag == tag) {
+          const std::uint32_t slot = *it;
+          link.posted.erase(it);
+          match(link, slot);
+          break;
+        }
+      return;
+    }
     if (link.receiving != no_slot && ops_[link.receiving]->state == op_state::moving)
       ops_[link.receiving]->state = op_state::done;
     link.receiving = no_slot;
-    link.remaining = 0;
-    read_header(link);
   }
 
   // ---- failures and farewells -------------------------------------------------
