@@ -4,10 +4,12 @@
 // from any thread and only posts to it.
 //
 // Sends are written straight from the caller's buffer (header and payload in one
-// gather write). A receive that is posted before its frame arrives is read straight
-// into the caller's buffer, or, when fused, reduced piece by piece as it arrives. A
-// frame that arrives first is kept if it is small; a large one stays in the socket
-// until its receive is posted, so no length from the wire ever sizes an allocation.
+// gather write). Each link reads ahead into a small inbox, so that small frames cost
+// one read for several. A posted receive's payload is copied out of the inbox, or
+// read straight into the caller's buffer when much of it is left, or, when fused,
+// reduced piece by piece as it arrives. A frame that arrives first is kept if it is
+// small; a large one waits (in the socket) until its receive is posted, so no length
+// from the wire ever sizes an allocation.
 //
 // Payloads move in loops of single reads and writes, not Asio's composed operations,
 // and every step first checks that its link is still in use: a cancelled transfer
