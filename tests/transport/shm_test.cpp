@@ -199,7 +199,7 @@ TEST_CASE("a message that doesn't fit fails only its own receive") {
 
 TEST_CASE("sleeping ranks lose no wake-up") {
   coll::shm_options o;
-  o.limits.poll_time = 0us;  // every wait goes to sleep on the futex
+  o.limits.poll_time = o.limits.oversubscribed_poll_time = 0us;  // every wait goes to sleep on the futex
   run_shm_ranks(
       2,
       [](auto& comm) {

@@ -40,7 +40,8 @@ struct shm_options {
   std::chrono::milliseconds startup_timeout{std::chrono::seconds{60}};
   shm_detail::engine_limits limits{};
 
-  // COLLECTIVES_STARTUP_TIMEOUT (seconds), COLLECTIVES_SHM_SLOT_BYTES, COLLECTIVES_SHM_SLOTS.
+  // COLLECTIVES_STARTUP_TIMEOUT (seconds), COLLECTIVES_SHM_SLOT_BYTES, COLLECTIVES_SHM_SLOTS,
+  // COLLECTIVES_SHM_POLL_US (how long a wait polls before it sleeps, however many cores).
   static shm_options from_env() {
     shm_options o;
     auto number = [](const char* name, double lowest, double highest) -> std::optional<double> {
@@ -57,6 +58,8 @@ struct shm_options {
     if (auto s = number("COLLECTIVES_STARTUP_TIMEOUT", 0.001, 1e6)) o.startup_timeout = std::chrono::milliseconds{static_cast<long long>(*s * 1000)};
     if (auto b = number("COLLECTIVES_SHM_SLOT_BYTES", 64, 64 << 20)) o.slot_bytes = static_cast<std::size_t>(*b);
     if (auto n = number("COLLECTIVES_SHM_SLOTS", 2, 1 << 16)) o.slots = static_cast<std::size_t>(*n);
+    if (auto us = number("COLLECTIVES_SHM_POLL_US", 0, 1e7))
+      o.limits.poll_time = o.limits.oversubscribed_poll_time = std::chrono::microseconds{static_cast<long long>(*us)};
     return o;
   }
 };

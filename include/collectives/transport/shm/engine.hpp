@@ -34,7 +34,8 @@ struct engine_limits {
   std::size_t early_message_bytes = 64 * 1024;   // largest message kept before its receive is posted
   std::size_t early_bytes_per_peer = 4u << 20;   // most early bytes kept from one peer
   std::chrono::microseconds poll_time{50};       // poll this long before sleeping,
-  unsigned spin_turns = 64;                      // the first turns without giving up the core
+  std::chrono::microseconds oversubscribed_poll_time{2000};  // or this long, when ranks outnumber the cores
+  unsigned spin_turns = 64;                      // ranks outnumbering the cores: turns before they yield
   std::chrono::milliseconds watch_interval{5};   // how often a waiting rank checks its peers live
 };
 
@@ -42,6 +43,8 @@ class engine {
  public:
   engine(int rank, segment seg, engine_limits limits)
       : rank_(rank), size_(seg ? seg.shape().size : 1), seg_(std::move(seg)), limits_(limits),
+        oversubscribed_(size_ > usable_cpus()),
+        poll_time_(oversubscribed_ ? limits.oversubscribed_poll_time : limits.poll_time),
         peers_(std::size_t(size_)) {}
   engine(const engine&) = delete;
   engine& operator=(const engine&) = delete;
@@ -100,19 +103,21 @@ class engine {
     return false;
   }
 
-  // Polls briefly (a peer's answer often comes sooner than a sleeper is woken), after
-  // a few turns yielding the core each turn so ranks that outnumber the cores progress;
-  // then sleeps on the doorbell, waking now and then to see that the peers live.
+  // Polls briefly (a peer's answer often comes sooner than a sleeper is woken), then
+  // sleeps on the doorbell, waking now and then to see that the peers live. While
+  // polling, a rank with a core of its own keeps it (a yield could hand it to another
+  // process for a whole time slice); ranks that outnumber the cores yield after a few
+  // turns, so that the peer they wait for gets to run.
   bool wait_for_activity(deadline until) {
     if (broken()) return true;
     if (!seg_) {  // alone: nothing can arrive, only an abort from another thread
       while (clock::now() < until && !broken()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
       return broken();
     }
-    const auto poll_until = std::min(until, clock::now() + limits_.poll_time);
+    const auto poll_until = std::min(until, clock::now() + poll_time_);
     for (unsigned turn = 0;; ++turn) {
       if (news()) return true;
-      if (turn < limits_.spin_turns) cpu_relax();  // no syscall while the answer is likely microseconds away
+      if (!oversubscribed_ || turn < limits_.spin_turns) cpu_relax();
       else std::this_thread::yield();
       if (turn % 8 == 7 && clock::now() >= poll_until) break;
     }
@@ -488,6 +493,11 @@ class engine {
   int rank_, size_;
   segment seg_;
   engine_limits limits_;
+  // Ranks that outnumber the cores poll (yielding) longer: a peer that is about to
+  // answer then gets the core at once, where a futex sleep and wake-up would cost a
+  // round trip through the scheduler for every message.
+  bool oversubscribed_;
+  std::chrono::microseconds poll_time_;
   std::vector<peer_link> peers_;
   std::vector<std::unique_ptr<pending_op>> ops_;
   std::vector<std::uint32_t> free_;
