@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
@@ -69,6 +70,9 @@ Starts N ranks of program on this host, prefixes their output lines with
   --timeout SECONDS    stop the job after this long and exit 124 (default 0: none)
   --transport T        auto, shm or tcp: sets COLLECTIVES_TRANSPORT for the ranks
                        (default: as the environment has it; unset means auto)
+  --bind-to core|none  core: local rank i runs only on the i-th core this launcher
+                       may use (at most one rank per core); none: the scheduler
+                       places them (default)
   --no-prefix          print output lines as they are
   -h, --help           show this text
 
@@ -125,6 +129,7 @@ struct options {
   double grace_s = 3;
   double timeout_s = 0;  // 0: no limit
   std::string transport;  // empty: the ranks inherit COLLECTIVES_TRANSPORT, if set
+  bool bind_to_core = false;
   bool prefix = true;
   std::vector<std::string> command;
 };
@@ -148,6 +153,22 @@ std::string parse_transport(const std::string& option, std::string_view text) {
     usage_error(option + " wants " + std::string(collectives::transport_selection_values) + ", not '" +
                 std::string(text) + "'");
   return std::string(text);
+}
+
+bool parse_binding(const std::string& option, std::string_view text) {
+  if (text != "core" && text != "none") usage_error(option + " wants core or none, not '" + std::string(text) + "'");
+  return text == "core";
+}
+
+// The cores this launcher may run on, in order.
+std::vector<int> usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cores;
+  if (sched_getaffinity(0, sizeof set, &set) == 0)
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &set)) cores.push_back(c);
+  return cores;
 }
 
 options parse_options(int argc, char** argv) {
@@ -174,6 +195,7 @@ options parse_options(int argc, char** argv) {
     else if (name == "--grace") opts.grace_s = parse_number(name, value(), 0.0, longest_wait_s, "seconds >= 0");
     else if (name == "--timeout") opts.timeout_s = parse_number(name, value(), 0.0, longest_wait_s, "seconds >= 0");
     else if (name == "--transport") opts.transport = parse_transport(name, value());
+    else if (name == "--bind-to") opts.bind_to_core = parse_binding(name, value());
     else if (name == "--no-prefix" && !attached) opts.prefix = false;
     else if ((name == "-h" || name == "--help") && !attached) print_usage();
     else usage_error("unknown option " + std::string(arg));
@@ -182,6 +204,9 @@ options parse_options(int argc, char** argv) {
   if (opts.command.empty()) usage_error("no program to run");
   if (opts.node_rank >= opts.nnodes) usage_error("--node-rank must be less than --nnodes");
   if (static_cast<long long>(opts.nnodes) * opts.nproc > no_limit) usage_error("--nnodes * --nproc is too large");
+  if (opts.bind_to_core && static_cast<std::size_t>(opts.nproc) > usable_cores().size())
+    usage_error("--bind-to core gives each rank a core of its own, and " + std::to_string(opts.nproc) +
+                " ranks outnumber the " + std::to_string(usable_cores().size()) + " cores this launcher may use");
   return opts;
 }
 
@@ -407,9 +432,20 @@ class supervisor {
     dup2(out_fd, STDOUT_FILENO);
     dup2(err_fd, STDERR_FILENO);
     for (const auto& [name, value] : rank_environment(rank)) setenv(name.c_str(), value.c_str(), 1);
+    if (job_.opts.bind_to_core) bind_to_core(usable_cores().at(std::size_t(rank.local_rank)));
     execvp(argv_[0], argv_.data());
     write_all(STDERR_FILENO, "collectives-run: " + errno_text("cannot run " + job_.opts.command[0]) + "\n");
     _exit(exit_cannot_run);
+  }
+
+  static void bind_to_core(int core) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(core, &set);
+    if (sched_setaffinity(0, sizeof set, &set) != 0) {
+      write_all(STDERR_FILENO, "collectives-run: " + errno_text("cannot bind a rank to core " + std::to_string(core)) + "\n");
+      _exit(exit_cannot_run);
+    }
   }
 
   std::vector<std::pair<std::string, std::string>> rank_environment(const rank_process& rank) const {

@@ -228,6 +228,30 @@ test_transport_option() {
   expect_status 2
 }
 
+# --bind-to core gives local rank i the i-th core the launcher may use, alone; more
+# ranks than cores are refused; none (the default) leaves the affinity as it was.
+test_bind_to_core() {
+  local cores first second
+  cores=$(nproc)
+  first=$(taskset -c -p $$ | sed 's/.*: //')
+  run -n 1 sh -c 'taskset -c -p $$ | sed "s/.*: //"'
+  expect_status 0
+  expect_lines "$out" "[0] $first"
+  if ((cores >= 2)); then
+    run -n 2 --bind-to core sh -c 'taskset -c -p $$ | sed "s/.*: //"'
+    expect_status 0
+    first=$(sed -n 's/^\[0\] //p' "$out")
+    second=$(sed -n 's/^\[1\] //p' "$out")
+    [[ $first =~ ^[0-9]+$ && $second =~ ^[0-9]+$ && $first != "$second" ]] || fail "ranks not bound to distinct single cores: '$first' '$second'"
+  fi
+  run -n $((cores + 1)) --bind-to core true
+  expect_status 2
+  expect_match "$err" "ranks outnumber the $cores cores"
+  run --bind-to socket true
+  expect_status 2
+  expect_match "$err" "^collectives-run: --bind-to wants core or none, not 'socket'"
+}
+
 # Segments named with the job's prefix are removed when the job ends, however it
 # ends, with a warning; a segment of another job (another token) is left alone.
 test_shm_leftovers() {

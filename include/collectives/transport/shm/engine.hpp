@@ -35,7 +35,7 @@ struct engine_limits {
   std::size_t early_bytes_per_peer = 4u << 20;   // most early bytes kept from one peer
   std::chrono::microseconds poll_time{50};       // poll this long before sleeping,
   std::chrono::microseconds oversubscribed_poll_time{2000};  // or this long, when ranks outnumber the cores
-  unsigned spin_turns = 64;                      // ranks outnumbering the cores: turns before they yield
+  unsigned spin_turns = 64;                      // turns before an unbound rank yields
   std::chrono::milliseconds watch_interval{5};   // how often a waiting rank checks its peers live
 };
 
@@ -43,8 +43,8 @@ class engine {
  public:
   engine(int rank, segment seg, engine_limits limits)
       : rank_(rank), size_(seg ? seg.shape().size : 1), seg_(std::move(seg)), limits_(limits),
-        oversubscribed_(size_ > usable_cpus()),
-        poll_time_(oversubscribed_ ? limits.oversubscribed_poll_time : limits.poll_time),
+        bound_to_one_cpu_(shm_detail::bound_to_one_cpu()),
+        poll_time_(!bound_to_one_cpu_ && size_ > usable_cpus() ? limits.oversubscribed_poll_time : limits.poll_time),
         peers_(std::size_t(size_)) {}
   engine(const engine&) = delete;
   engine& operator=(const engine&) = delete;
@@ -105,9 +105,9 @@ class engine {
 
   // Polls briefly (a peer's answer often comes sooner than a sleeper is woken), then
   // sleeps on the doorbell, waking now and then to see that the peers live. While
-  // polling, a rank with a core of its own keeps it (a yield could hand it to another
-  // process for a whole time slice); ranks that outnumber the cores yield after a few
-  // turns, so that the peer they wait for gets to run.
+  // polling, a rank bound to a core of its own keeps it (a yield could hand it to
+  // another process for a whole time slice); any other rank yields after a few turns,
+  // since the peer it waits for may be waiting for this very core.
   bool wait_for_activity(deadline until) {
     if (broken()) return true;
     if (!seg_) {  // alone: nothing can arrive, only an abort from another thread
@@ -117,7 +117,7 @@ class engine {
     const auto poll_until = std::min(until, clock::now() + poll_time_);
     for (unsigned turn = 0;; ++turn) {
       if (news()) return true;
-      if (!oversubscribed_ || turn < limits_.spin_turns) cpu_relax();
+      if (bound_to_one_cpu_ || turn < limits_.spin_turns) cpu_relax();
       else std::this_thread::yield();
       if (turn % 8 == 7 && clock::now() >= poll_until) break;
     }
@@ -495,8 +495,9 @@ class engine {
   engine_limits limits_;
   // Ranks that outnumber the cores poll (yielding) longer: a peer that is about to
   // answer then gets the core at once, where a futex sleep and wake-up would cost a
-  // round trip through the scheduler for every message.
-  bool oversubscribed_;
+  // round trip through the scheduler for every message. A rank bound to a core
+  // (collectives-run --bind-to core, mpirun --bind-to core) is taken to have it alone.
+  bool bound_to_one_cpu_;
   std::chrono::microseconds poll_time_;
   std::vector<peer_link> peers_;
   std::vector<std::unique_ptr<pending_op>> ops_;

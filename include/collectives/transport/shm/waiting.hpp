@@ -34,13 +34,17 @@ inline void cpu_relax() {
 #endif
 }
 
-// The cores this process may run on.
+// The cores this process may run on (1 when it is bound to one).
 inline int usable_cpus() {
   cpu_set_t set;
   CPU_ZERO(&set);
   if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
   return std::max(1, CPU_COUNT(&set));
 }
+
+// Whether this process was bound to one core of several (on a host with a single
+// core, every process runs on it and none has it alone).
+inline bool bound_to_one_cpu() { return usable_cpus() == 1 && sysconf(_SC_NPROCESSORS_ONLN) > 1; }
 
 // After publishing work for `bell`'s rank: wakes it if it sleeps.
 inline void ring_if_sleeping(doorbell& bell) {
