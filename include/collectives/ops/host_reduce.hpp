@@ -13,24 +13,42 @@ namespace collectives {
 
 namespace detail {
 
-// The body runs over fixed-size blocks so that g++ and clang vectorize it at -O2 as
-// well as -O3 (a constant trip count needs no runtime cost model); the tail is scalar.
+// The bytes of one SIMD register on the target this is compiled for.
+#if defined(__AVX__)
+inline constexpr std::size_t vector_bytes = 32;
+#else
+inline constexpr std::size_t vector_bytes = 16;
+#endif
+
+// The body runs over blocks of one register's worth of elements: a constant trip
+// count that g++ vectorizes at -O2 as well as -O3 (no runtime cost model), into one
+// vector per block. Unrolling the block loop by 4 gives g++ the load, op, store order
+// per vector that clang picks itself; a 64-byte block instead became one turn of
+// four loads of dst, four of src, four ops and four stores, 15-20% slower on data in
+// cache (and a one-block turn ran at half or full speed depending on where the loop
+// landed in the code).
+// The tail, shorter than a block, is scalar.
+template <class T>
+inline constexpr std::size_t block_of = sizeof(T) < vector_bytes ? vector_bytes / sizeof(T) : 1;
+
 template <class T, class Op>
 inline void combine_received_last(T* __restrict dst, const T* __restrict src, std::size_t n, Op& op) {
-  constexpr std::size_t block = sizeof(T) <= 8 ? 64 / sizeof(T) : 1;
-  const std::size_t whole = n - n % block;
-  for (std::size_t i = 0; i < whole; i += block)
-    for (std::size_t j = 0; j < block; ++j) dst[i + j] = op(dst[i + j], src[i + j]);
-  for (std::size_t i = whole; i < n; ++i) dst[i] = op(dst[i], src[i]);
+  constexpr std::size_t block = block_of<T>;
+  const std::size_t blocks = n / block;
+#pragma GCC unroll 4
+  for (std::size_t k = 0; k < blocks; ++k)
+    for (std::size_t j = 0; j < block; ++j) dst[k * block + j] = op(dst[k * block + j], src[k * block + j]);
+  for (std::size_t i = blocks * block; i < n; ++i) dst[i] = op(dst[i], src[i]);
 }
 
 template <class T, class Op>
 inline void combine_received_first(T* __restrict dst, const T* __restrict src, std::size_t n, Op& op) {
-  constexpr std::size_t block = sizeof(T) <= 8 ? 64 / sizeof(T) : 1;
-  const std::size_t whole = n - n % block;
-  for (std::size_t i = 0; i < whole; i += block)
-    for (std::size_t j = 0; j < block; ++j) dst[i + j] = op(src[i + j], dst[i + j]);
-  for (std::size_t i = whole; i < n; ++i) dst[i] = op(src[i], dst[i]);
+  constexpr std::size_t block = block_of<T>;
+  const std::size_t blocks = n / block;
+#pragma GCC unroll 4
+  for (std::size_t k = 0; k < blocks; ++k)
+    for (std::size_t j = 0; j < block; ++j) dst[k * block + j] = op(src[k * block + j], dst[k * block + j]);
+  for (std::size_t i = blocks * block; i < n; ++i) dst[i] = op(src[i], dst[i]);
 }
 
 }  // namespace detail
