@@ -30,7 +30,7 @@ void all_gather(communicator<Tr>& comm, const In& input, Out&& output) {
 // In-place: `data` has P*N elements and this rank's part is already at rank*N.
 template <algorithm Algorithm = automatic, transport Tr, writable_buffer Data>
 void all_gather(communicator<Tr>& comm, Data&& data) {
-  const auto part = detail::even_parts("all_gather", std::span{data}, comm.rank(), comm.size());
+  const auto part = detail::even_parts("all_gather", detail::as_span(data), comm.rank(), comm.size());
   all_gather<Algorithm>(comm, part.own, part.all);
 }
 
@@ -56,7 +56,7 @@ void all_gatherv(communicator<Tr>& comm, const In& input, Out&& output, std::spa
 // In-place, uneven: `data` holds all parts back to back, this rank's already in place.
 template <algorithm Algorithm = automatic, transport Tr, writable_buffer Data>
 void all_gatherv(communicator<Tr>& comm, Data&& data, std::span<const std::size_t> counts) {
-  const auto part = detail::uneven_parts("all_gatherv", std::span{data}, counts, comm.rank(), comm.size());
+  const auto part = detail::uneven_parts("all_gatherv", detail::as_span(data), counts, comm.rank(), comm.size());
   all_gatherv<Algorithm>(comm, part.own, part.all, counts);
 }
 

@@ -30,7 +30,7 @@ void gather(communicator<Tr>& comm, const In& input, Out&& output, int root) {
 // In-place: `data` has P*N elements on every rank and rank i's part is at i*N.
 template <algorithm Algorithm = automatic, transport Tr, writable_buffer Data>
 void gather(communicator<Tr>& comm, Data&& data, int root) {
-  const auto part = detail::even_parts("gather", std::span{data}, comm.rank(), comm.size());
+  const auto part = detail::even_parts("gather", detail::as_span(data), comm.rank(), comm.size());
   gather<Algorithm>(comm, part.own, part.all, root);
 }
 
@@ -56,7 +56,7 @@ void gatherv(communicator<Tr>& comm, const In& input, Out&& output, std::span<co
 // In-place, uneven: `data` holds all parts back to back on every rank.
 template <algorithm Algorithm = automatic, transport Tr, writable_buffer Data>
 void gatherv(communicator<Tr>& comm, Data&& data, std::span<const std::size_t> counts, int root) {
-  const auto part = detail::uneven_parts("gatherv", std::span{data}, counts, comm.rank(), comm.size());
+  const auto part = detail::uneven_parts("gatherv", detail::as_span(data), counts, comm.rank(), comm.size());
   gatherv<Algorithm>(comm, part.own, part.all, counts, root);
 }
 

@@ -32,7 +32,7 @@ void reduce_scatter(communicator<Tr>& comm, const In& input, Out&& output, Op op
 // of `data` is left as it was).
 template <algorithm Algorithm = automatic, transport Tr, writable_buffer Data, class Op>
 void reduce_scatter(communicator<Tr>& comm, Data&& data, Op op) {
-  const auto part = detail::even_parts("reduce_scatter", std::span{data}, comm.rank(), comm.size());
+  const auto part = detail::even_parts("reduce_scatter", detail::as_span(data), comm.rank(), comm.size());
   reduce_scatter<Algorithm>(comm, part.all, part.own, op);
 }
 
@@ -58,7 +58,7 @@ void reduce_scatterv(communicator<Tr>& comm, const In& input, Out&& output, std:
 // In-place, uneven: this rank's result lands on its own part of `data`.
 template <algorithm Algorithm = automatic, transport Tr, writable_buffer Data, class Op>
 void reduce_scatterv(communicator<Tr>& comm, Data&& data, std::span<const std::size_t> counts, Op op) {
-  const auto part = detail::uneven_parts("reduce_scatterv", std::span{data}, counts, comm.rank(), comm.size());
+  const auto part = detail::uneven_parts("reduce_scatterv", detail::as_span(data), counts, comm.rank(), comm.size());
   reduce_scatterv<Algorithm>(comm, part.all, part.own, counts, op);
 }
 

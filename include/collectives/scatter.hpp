@@ -30,7 +30,7 @@ void scatter(communicator<Tr>& comm, const In& input, Out&& output, int root) {
 // In-place: `data` has P*N elements on every rank; rank i's part lands at i*N.
 template <algorithm Algorithm = automatic, transport Tr, writable_buffer Data>
 void scatter(communicator<Tr>& comm, Data&& data, int root) {
-  const auto part = detail::even_parts("scatter", std::span{data}, comm.rank(), comm.size());
+  const auto part = detail::even_parts("scatter", detail::as_span(data), comm.rank(), comm.size());
   scatter<Algorithm>(comm, part.all, part.own, root);
 }
 
@@ -56,7 +56,7 @@ void scatterv(communicator<Tr>& comm, const In& input, Out&& output, std::span<c
 // In-place, uneven: `data` holds all parts back to back; rank i's lands in place.
 template <algorithm Algorithm = automatic, transport Tr, writable_buffer Data>
 void scatterv(communicator<Tr>& comm, Data&& data, std::span<const std::size_t> counts, int root) {
-  const auto part = detail::uneven_parts("scatterv", std::span{data}, counts, comm.rank(), comm.size());
+  const auto part = detail::uneven_parts("scatterv", detail::as_span(data), counts, comm.rank(), comm.size());
   scatterv<Algorithm>(comm, part.all, part.own, counts, root);
 }
 

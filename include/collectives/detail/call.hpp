@@ -96,22 +96,29 @@ inline std::size_t slot_of(const char* call, std::size_t total, int size) {
   return total / static_cast<std::size_t>(size);
 }
 
+// A buffer as a span that keeps its memory space: a device_span stays one, any other
+// contiguous range becomes a std::span.
+template <class R>
+auto as_span(R&& r) {
+  if constexpr (requires { typename std::remove_cvref_t<R>::memory_space; }) return std::remove_cvref_t<R>(r);
+  else return std::span{r};
+}
+
 // An in-place buffer of an even collective: all P*N elements, and this rank's slot.
-template <class T>
+template <class Span>
 struct in_place_parts {
-  std::span<T> all, own;
+  Span all, own;
 };
 
-template <class T>
-in_place_parts<T> even_parts(const char* call, std::span<T> all, int rank, int size) {
+template <class Span>
+in_place_parts<Span> even_parts(const char* call, Span all, int rank, int size) {
   const std::size_t n = slot_of(call, all.size(), size);
   return {all, all.subspan(static_cast<std::size_t>(rank) * n, n)};
 }
 
 // The same for a v-form, whose parts of counts[i] elements lie back to back.
-template <class T>
-in_place_parts<T> uneven_parts(const char* call, std::span<T> all, std::span<const std::size_t> counts, int rank,
-                               int size) {
+template <class Span>
+in_place_parts<Span> uneven_parts(const char* call, Span all, std::span<const std::size_t> counts, int rank, int size) {
   check_counts(call, counts, size);
   check_size(call, "data", all.size(), checked_total(call, counts));
   const auto r = static_cast<std::size_t>(rank);
