@@ -10,3 +10,11 @@
 #define COLLECTIVES_HOST_DEVICE
 #define COLLECTIVES_HAS_CUDA 0
 #endif
+
+// Unrolls the next host loop by 4 (see ops/host_reduce.hpp). nvcc's front end does not
+// know the GCC spelling, and its own `#pragma unroll` is for device code.
+#if defined(__CUDACC__)
+#define COLLECTIVES_UNROLL_4
+#else
+#define COLLECTIVES_UNROLL_4 _Pragma("GCC unroll 4")
+#endif

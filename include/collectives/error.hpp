@@ -20,6 +20,7 @@ enum class errc {
   unauthorized,          // the other end of a connection could not prove the job's token
   protocol_error,        // a malformed frame, or one that does not fit what was posted
   invalid_config,        // the environment or arguments do not describe a usable job
+  device_error,          // a CUDA call failed (no device, out of device memory, a kernel fault)
 };
 
 class error_category_impl final : public std::error_category {
@@ -40,6 +41,7 @@ class error_category_impl final : public std::error_category {
       case errc::unauthorized: return "unauthorized";
       case errc::protocol_error: return "protocol error";
       case errc::invalid_config: return "invalid configuration";
+      case errc::device_error: return "device error";
     }
     return "unknown collectives error";
   }
@@ -59,6 +61,7 @@ class error_category_impl final : public std::error_category {
       case errc::aborted: return std::errc::operation_canceled;
       case errc::message_truncated: return std::errc::message_size;
       case errc::peer_lost: return std::errc::connection_reset;
+      case errc::device_error: return std::errc::io_error;
     }
     return {code, *this};
   }

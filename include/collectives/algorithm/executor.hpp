@@ -10,8 +10,10 @@
 #include <exception>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
+#include "../config.hpp"
 #include "../concepts/reduce_op.hpp"
 #include "../concepts/transport.hpp"
 #include "../error.hpp"
@@ -46,7 +48,7 @@ struct call_context {
 struct no_reduce {
   static constexpr bool commutative = true;
   template <class T>
-  T operator()(const T& a, const T&) const { return a; }
+  COLLECTIVES_HOST_DEVICE T operator()(const T& a, const T&) const { return a; }
 };
 
 namespace detail {
@@ -67,16 +69,29 @@ inline std::string describe(const operation& op) {
 
 }  // namespace detail
 
+// The local steps' implementation for buffers in Space: the transport's, when it
+// keeps device state for them (a stream), else a default-constructed memory_ops.
+template <class Space, class Transport>
+memory_ops<Space> memory_ops_of(Transport& transport) {
+  if constexpr (requires { { transport.memory_operations(Space{}) } -> std::same_as<memory_ops<Space>>; })
+    return transport.memory_operations(Space{});
+  else
+    return {};
+}
+
 template <transport Transport, class T, class Op, class Space = host_memory>
 class executor {
-  using memory = memory_ops<Space>;
+  static_assert(moves_memory_of<Transport, Space>,
+                "collectives: this transport moves host memory only; device buffers need a transport that moves "
+                "device memory (cuda_ipc)");
   using request = typename Transport::request;
+  using owned_memory = decltype(std::declval<memory_ops<Space>&>().template allocate<T>(0));
 
  public:
   using workspace = executor_workspace<request>;
 
   executor(const schedule& plan, Transport& transport, call_buffers<T, Space> buffers, Op& op, workspace& room)
-      : plan_(plan), transport_(transport), buffers_(buffers), op_(op), room_(room),
+      : plan_(plan), transport_(transport), memory_(memory_ops_of<Space>(transport)), buffers_(buffers), op_(op), room_(room),
         waiting_(room.waiting), successor_begin_(room.successor_begin), successors_(room.successors),
         ready_(room.ready), active_(room.active), fused_targets_(room.fused) {}
 
@@ -92,6 +107,8 @@ class executor {
         if (clock::now() >= ctx.until || !transport_.wait_for_activity(ctx.until))
           throw error(errc::timeout, timeout_message(ctx));
       }
+      // Device steps were only enqueued: the call returns once they are done.
+      if constexpr (requires { memory_.synchronize(ctx.until); }) memory_.synchronize(ctx.until);
     } catch (...) {
       for (auto& a : active_) transport_.cancel(a.req);
       active_.clear();
@@ -142,10 +159,10 @@ class executor {
     if (!fused) staging_ = memory_for(plan_.staging_count, room_.staging, owned_staging_);
   }
 
-  T* memory_for(std::size_t count, reusable_host_memory& reusable, decltype(memory::template allocate<T>(0))& owned) {
+  T* memory_for(std::size_t count, reusable_host_memory& reusable, owned_memory& owned) {
     if (count == 0) return nullptr;
     if constexpr (reuses_memory) return reinterpret_cast<T*>(reusable.get(count * sizeof(T)));
-    owned = memory::template allocate<T>(count);
+    owned = memory_.template allocate<T>(count);
     return owned.get();
   }
 
@@ -186,19 +203,19 @@ class executor {
       any = true;
       const message_tag tag{ctx.call, o.tag};
       switch (o.kind) {
-        case op_kind::copy: memory::copy(address(o.dst), address(o.src), o.dst.count); finish(id); break;
-        case op_kind::reduce: memory::combine(address(o.dst), address(o.src), o.dst.count, op_, o.order); finish(id); break;
+        case op_kind::copy: memory_.copy(address(o.dst), address(o.src), o.dst.count); finish(id); break;
+        case op_kind::reduce: memory_.combine(address(o.dst), address(o.src), o.dst.count, op_, o.order); finish(id); break;
         case op_kind::finalize:
-          if constexpr (has_finalize<Op, T>) memory::finalize(address(o.dst), o.dst.count, op_, transport_.size());
+          if constexpr (has_finalize<Op, T>) memory_.finalize(address(o.dst), o.dst.count, op_, transport_.size());
           finish(id);
           break;
         case op_kind::send:
           if (o.src.count == 0) finish(id);
-          else active_.push_back({id, transport_.post_send(o.peer, tag, bytes_of(o.src))});
+          else active_.push_back({id, post_send(o.peer, tag, bytes_of(o.src))});
           break;
         case op_kind::recv:
           if (o.dst.count == 0) finish(id);
-          else active_.push_back({id, transport_.post_recv(o.peer, tag, writable_bytes_of(o.dst))});
+          else active_.push_back({id, post_recv(o.peer, tag, writable_bytes_of(o.dst))});
           break;
         case op_kind::recv_reduce:
           if (o.dst.count == 0) finish(id);
@@ -207,12 +224,23 @@ class executor {
             chunk_sink sink{&target, &detail::reduce_into<T, Op>};
             active_.push_back({id, transport_.post_recv_reduce(o.peer, tag, o.dst.count * sizeof(T), sizeof(T), sink)});
           } else {
-            active_.push_back({id, transport_.post_recv(o.peer, tag, writable_bytes_of(o.src))});
+            active_.push_back({id, post_recv(o.peer, tag, writable_bytes_of(o.src))});
           }
           break;
       }
     }
     return any;
+  }
+
+  // Messages between buffers of Space: plain ones for host memory, the transport's
+  // device messages otherwise.
+  request post_send(int peer, message_tag tag, std::span<const std::byte> bytes) {
+    if constexpr (std::is_same_v<Space, host_memory>) return transport_.post_send(peer, tag, bytes);
+    else return transport_.post_send(peer, tag, bytes, Space{});
+  }
+  request post_recv(int peer, message_tag tag, std::span<std::byte> bytes) {
+    if constexpr (std::is_same_v<Space, host_memory>) return transport_.post_recv(peer, tag, bytes);
+    else return transport_.post_recv(peer, tag, bytes, Space{});
   }
 
   bool poll_active() {
@@ -224,7 +252,7 @@ class executor {
       active_.pop_back();
       const operation& o = plan_.ops[id];
       if (!fused && o.kind == op_kind::recv_reduce)
-        memory::combine(address(o.dst), address(o.src), o.dst.count, op_, o.order);
+        memory_.combine(address(o.dst), address(o.src), o.dst.count, op_, o.order);
       finish(id);
       any = true;
     }
@@ -243,6 +271,7 @@ class executor {
 
   const schedule& plan_;
   Transport& transport_;
+  memory_ops<Space> memory_;
   call_buffers<T, Space> buffers_;
   Op& op_;
   workspace& room_;
@@ -255,7 +284,7 @@ class executor {
   std::size_t next_ready_ = 0, finished_ = 0;
   T* scratch_ = nullptr;
   T* staging_ = nullptr;
-  decltype(memory::template allocate<T>(0)) owned_scratch_{}, owned_staging_{};
+  owned_memory owned_scratch_{}, owned_staging_{};
 };
 
 // Runs `plan` for one call of this rank, with the bookkeeping of `room` (which a

@@ -7,6 +7,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <type_traits>
+
+#include "../memory_space.hpp"
 
 namespace collectives {
 
@@ -69,6 +72,16 @@ concept fused_recv_reduce_transport = transport<T> &&
     requires(T& t, int peer, message_tag tag, std::size_t bytes, std::size_t granule, chunk_sink sink) {
   { t.post_recv_reduce(peer, tag, bytes, granule, sink) } -> std::same_as<typename T::request>;
 };
+
+// Optional capability: messages between buffers of another memory space (device
+// memory), posted with the space as a tag: post_send(peer, tag, out, Space{}) and
+// post_recv(peer, tag, in, Space{}). Every transport moves host memory.
+template <class T, class Space>
+concept moves_memory_of = std::is_same_v<Space, host_memory> ||
+    requires(T& t, int peer, message_tag tag, std::span<const std::byte> out, std::span<std::byte> in) {
+      { t.post_send(peer, tag, out, Space{}) } -> std::same_as<typename T::request>;
+      { t.post_recv(peer, tag, in, Space{}) } -> std::same_as<typename T::request>;
+    };
 
 template <class T>
 constexpr link_costs costs_of() {

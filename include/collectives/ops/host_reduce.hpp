@@ -6,6 +6,7 @@
 #include <memory>
 #include <new>
 
+#include "../config.hpp"
 #include "../concepts/reduce_op.hpp"
 #include "../memory_space.hpp"
 
@@ -35,7 +36,7 @@ template <class T, class Op>
 inline void combine_received_last(T* __restrict dst, const T* __restrict src, std::size_t n, Op& op) {
   constexpr std::size_t block = block_of<T>;
   const std::size_t blocks = n / block;
-#pragma GCC unroll 4
+  COLLECTIVES_UNROLL_4
   for (std::size_t k = 0; k < blocks; ++k)
     for (std::size_t j = 0; j < block; ++j) dst[k * block + j] = op(dst[k * block + j], src[k * block + j]);
   for (std::size_t i = blocks * block; i < n; ++i) dst[i] = op(dst[i], src[i]);
@@ -45,7 +46,7 @@ template <class T, class Op>
 inline void combine_received_first(T* __restrict dst, const T* __restrict src, std::size_t n, Op& op) {
   constexpr std::size_t block = block_of<T>;
   const std::size_t blocks = n / block;
-#pragma GCC unroll 4
+  COLLECTIVES_UNROLL_4
   for (std::size_t k = 0; k < blocks; ++k)
     for (std::size_t j = 0; j < block; ++j) dst[k * block + j] = op(src[k * block + j], dst[k * block + j]);
   for (std::size_t i = blocks * block; i < n; ++i) dst[i] = op(src[i], dst[i]);
