@@ -1,0 +1,197 @@
+// The collective tests' values: the parameter grid, input values whose reductions are
+// exact in any order, user ops, and a serial reference. Needs no ranks (harness.hpp
+// adds them).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <typeinfo>
+#include <vector>
+
+#include <collectives/collectives.hpp>
+
+namespace coll = collectives;
+
+namespace testing {
+
+// 0, 1, 7, P-1, P, 1000 and 2^20+3, without repeats.
+inline std::vector<std::size_t> element_counts(int p) {
+  std::vector<std::size_t> n{0, 1, 7, std::size_t(p - 1), std::size_t(p), 1000, (std::size_t{1} << 20) + 3};
+  std::sort(n.begin(), n.end());
+  n.erase(std::unique(n.begin(), n.end()), n.end());
+  return n;
+}
+
+// Per-rank chunk counts for collectives whose buffers hold P chunks (gather,
+// all_gather, reduce_scatter, all_to_all, ...): the same grid, except that the large
+// case is the chunk that makes one rank's P-chunk buffer 2^20+3 elements or just more.
+inline std::vector<std::size_t> chunk_counts(int p) {
+  auto n = element_counts(p);
+  const std::size_t big = (std::size_t{1} << 20) + 3;
+  std::replace(n.begin(), n.end(), big, (big + std::size_t(p) - 1) / std::size_t(p));
+  return n;
+}
+
+// ---- user-defined types and ops ------------------------------------------------
+
+// A 2x2 integer matrix; its product is associative but not commutative.
+struct mat2 {
+  std::int64_t a, b, c, d;
+  friend bool operator==(const mat2&, const mat2&) = default;
+};
+struct mat_mul {
+  mat2 operator()(const mat2& x, const mat2& y) const {
+    return {x.a * y.a + x.b * y.c, x.a * y.b + x.b * y.d, x.c * y.a + x.d * y.c, x.c * y.b + x.d * y.d};
+  }
+};
+
+// Arg-max over (value, index); ties go to the lower index, which makes it commutative.
+struct scored {
+  double value;
+  std::int64_t index;
+  friend bool operator==(const scored&, const scored&) = default;
+};
+struct arg_max {
+  static constexpr bool commutative = true;
+  scored operator()(const scored& a, const scored& b) const {
+    if (a.value != b.value) return a.value > b.value ? a : b;
+    return a.index < b.index ? a : b;
+  }
+};
+
+// ---- inputs --------------------------------------------------------------------
+
+inline std::uint64_t mix(int rank, std::size_t i) {
+  std::uint64_t h = (std::uint64_t(rank) + 1) * 0x9E3779B97F4A7C15ull ^ (std::uint64_t(i) + 7) * 0xC2B2AE3D27D4EB4Full;
+  h ^= h >> 31;
+  h *= 0xBF58476D1CE4E5B9ull;
+  return h ^ (h >> 29);
+}
+
+// Element i of rank `rank`'s input, chosen so that reducing any number of ranks in
+// any order is exact: small integers for sums, factors of magnitude <= 2 for
+// products, anything for min, max and the bitwise ops.
+template <class T, class Op>
+T input_value(int rank, std::size_t i) {
+  if constexpr (std::is_same_v<T, mat2>) {
+    const auto h = mix(rank, i);
+    return {std::int64_t(h % 3) - 1, std::int64_t(h / 3 % 3) - 1, std::int64_t(h / 9 % 3) - 1, std::int64_t(h / 27 % 3) - 1};
+  } else if constexpr (std::is_same_v<T, scored>) {
+    return {double(mix(rank, i) % 50), std::int64_t(rank) * 10'000'000 + std::int64_t(i)};
+  } else if constexpr (std::is_same_v<Op, coll::sum> || std::is_same_v<Op, coll::avg>) {
+    return T(int((std::size_t(rank) * 5 + i * 3) % 17) - 8);
+  } else if constexpr (std::is_same_v<Op, coll::prod>) {
+    static constexpr int factors[] = {1, -1, 2, 1, -2, 1, -1};
+    return T(factors[(std::size_t(rank) * 3 + i) % 7]);
+  } else if constexpr (std::is_integral_v<T>) {
+    return T(mix(rank, i));
+  } else {
+    return T(int(mix(rank, i) % 2001) - 1000) / T(4);
+  }
+}
+
+template <class T, class Op>
+std::vector<T> inputs(int rank, std::size_t count) {
+  std::vector<T> v(count);
+  for (std::size_t i = 0; i < count; ++i) v[i] = input_value<T, Op>(rank, i);
+  return v;
+}
+
+// Every rank's input for one grid point, made once and shared by all the algorithms
+// and forms checked there.
+template <class T, class Op>
+std::vector<std::vector<T>> all_inputs(int p, std::size_t count) {
+  std::vector<std::vector<T>> given;
+  for (int r = 0; r < p; ++r) given.push_back(inputs<T, Op>(r, count));
+  return given;
+}
+
+// Element i reduced over ranks 0..P-1 in rank order, then finalized: the serial
+// reference every algorithm must match.
+template <class T, class Op>
+std::vector<T> reduced(const std::vector<std::vector<T>>& given) {
+  Op op{};
+  std::vector<T> acc = given[0];
+  for (std::size_t r = 1; r < given.size(); ++r)
+    for (std::size_t i = 0; i < acc.size(); ++i) acc[i] = op(acc[i], given[r][i]);
+  if constexpr (coll::has_finalize<Op, T>)
+    for (auto& x : acc) x = op.finalize(x, int(given.size()));
+  return acc;
+}
+
+// ---- checking ------------------------------------------------------------------
+
+// Empty if `got` is bitwise equal to `want`, else where they first differ.
+template <class T>
+std::string mismatch(std::span<const T> got, std::span<const T> want, const std::string& what) {
+  if (got.size() != want.size())
+    return what + ": size " + std::to_string(got.size()) + " != " + std::to_string(want.size());
+  if (got.empty() || std::memcmp(got.data(), want.data(), got.size_bytes()) == 0) return {};
+  for (std::size_t i = 0; i < got.size(); ++i)
+    if (std::memcmp(&got[i], &want[i], sizeof(T)) != 0) return what + ": first difference at element " + std::to_string(i);
+  return {};
+}
+
+// ---- grids ---------------------------------------------------------------------
+
+template <class... A>
+struct type_list {};
+
+using algorithms = type_list<coll::ring, coll::double_binary_tree, coll::direct, coll::automatic>;
+using element_types = type_list<std::int32_t, std::int64_t, float, double>;
+
+// Calls f.operator()<A>() for every algorithm A that implements the collective Kind.
+template <class Kind, class F, class... A>
+void each_algorithm_of(F&& f, type_list<A...>) {
+  (..., [&] {
+    if constexpr (coll::implements<A, Kind>) f.template operator()<A>();
+  }());
+}
+template <class Kind, class F>
+void each_algorithm(F&& f) {
+  each_algorithm_of<Kind>(f, algorithms{});
+}
+
+template <class F, class... T>
+void each_type_of(F&& f, type_list<T...>) {
+  (..., f.template operator()<T>());
+}
+template <class F>
+void each_type(F&& f) {
+  each_type_of(f, element_types{});
+}
+
+// Every built-in op that applies to T.
+template <class T, class F>
+void each_builtin_op(F&& f) {
+  f.template operator()<coll::sum>();
+  f.template operator()<coll::prod>();
+  f.template operator()<coll::min>();
+  f.template operator()<coll::max>();
+  f.template operator()<coll::avg>();
+  if constexpr (std::is_integral_v<T>) {
+    f.template operator()<coll::bit_and>();
+    f.template operator()<coll::bit_or>();
+    f.template operator()<coll::bit_xor>();
+  }
+}
+
+template <class A, class T, class Op>
+std::string describe(int p, std::size_t n, bool in_place) {
+  return std::string(A::name) + " " + typeid(T).name() + " " + typeid(Op).name() + " P=" + std::to_string(p) +
+         " N=" + std::to_string(n) + (in_place ? " in-place" : " out-of-place");
+}
+
+// Uneven per-rank counts for the v-forms: some ranks give nothing.
+inline std::vector<std::size_t> uneven_counts(int p, std::size_t n) {
+  std::vector<std::size_t> counts(static_cast<std::size_t>(p));
+  for (int r = 0; r < p; ++r) counts[std::size_t(r)] = r % 3 == 1 ? 0 : n + std::size_t(r);
+  return counts;
+}
+
+}  // namespace testing
