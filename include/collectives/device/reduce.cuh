@@ -1,0 +1,98 @@
+// Device reductions with CUB: the user's op, inlined into cub::DeviceTransform, over
+// device arrays on the caller's stream. Nothing goes through the host. Needs nvcc;
+// the op must be callable on the device (`__host__ __device__`, or
+// COLLECTIVES_HOST_DEVICE as the built-ins are) and trivially copyable (it travels
+// to the kernel by value).
+#pragma once
+
+#include <cub/device/device_transform.cuh>
+#include <cuda/std/tuple>
+
+#include <cstddef>
+#include <type_traits>
+
+#include "../concepts/reduce_op.hpp"
+#include "../memory_space.hpp"
+#include "cuda_check.hpp"
+
+namespace collectives::device {
+
+namespace detail {
+
+// dst = op(dst, received), or op(received, dst): operand order matters to
+// non-commutative ops, which are applied in rank order.
+template <class T, class Op>
+struct received_last {
+  Op op;
+  __device__ T operator()(const T& dst, const T& received) const { return static_cast<T>(op(dst, received)); }
+};
+template <class T, class Op>
+struct received_first {
+  Op op;
+  __device__ T operator()(const T& dst, const T& received) const { return static_cast<T>(op(received, dst)); }
+};
+
+// op(...op(op(x0, x1), x2)..., xk), left to right.
+template <class T, class Op>
+struct fold_left {
+  Op op;
+  template <class... Rest>
+  __device__ T operator()(const T& first, const Rest&... rest) const {
+    T acc = first;
+    ((acc = static_cast<T>(op(acc, rest))), ...);
+    return acc;
+  }
+};
+
+template <class T, class Op>
+struct finalizer {
+  Op op;
+  int nranks;
+  __device__ T operator()(const T& total) const { return static_cast<T>(op.finalize(total, nranks)); }
+};
+
+template <class Op, class T>
+constexpr void check_device_op() {
+  static_assert(check_reduce_op<Op, T>());
+  static_assert(std::is_trivially_copyable_v<Op>,
+                "collectives: a reduce op used on the device must be trivially copyable (it is passed to the kernel by value)");
+}
+
+}  // namespace detail
+
+// dst[i] = op(dst[i], received[i]) (received_last) or op(received[i], dst[i]), i < n.
+template <class T, class Op>
+void combine(T* dst, const T* received, std::size_t n, const Op& op, operand_order order, cudaStream_t stream) {
+  detail::check_device_op<Op, T>();
+  if (n == 0) return;
+  const auto inputs = ::cuda::std::make_tuple(static_cast<const T*>(dst), received);
+  const cudaError_t status =
+      order == operand_order::received_last
+          ? cub::DeviceTransform::Transform(inputs, dst, n, detail::received_last<T, Op>{op}, stream)
+          : cub::DeviceTransform::Transform(inputs, dst, n, detail::received_first<T, Op>{op}, stream);
+  check(status, "cub::DeviceTransform::Transform (combine)");
+}
+
+// dst[i] = op(...op(inputs0[i], inputs1[i])..., inputsk[i]), i < n: one pass over any
+// number of inputs (dst may be one of them), the reduce step of a many-peer schedule.
+template <class T, class Op, class... Inputs>
+  requires(sizeof...(Inputs) >= 1 && (std::is_convertible_v<Inputs, const T*> && ...))
+void reduce(T* dst, std::size_t n, const Op& op, cudaStream_t stream, Inputs... inputs) {
+  detail::check_device_op<Op, T>();
+  if (n == 0) return;
+  check(cub::DeviceTransform::Transform(::cuda::std::make_tuple(static_cast<const T*>(inputs)...), dst, n,
+                                        detail::fold_left<T, Op>{op}, stream),
+        "cub::DeviceTransform::Transform (reduce)");
+}
+
+// dst[i] = op.finalize(dst[i], nranks), for ops with a finishing step (avg).
+template <class T, class Op>
+  requires has_finalize<Op, T>
+void finalize(T* dst, std::size_t n, const Op& op, int nranks, cudaStream_t stream) {
+  if (n == 0) return;
+  check(cub::DeviceTransform::Transform(::cuda::std::make_tuple(static_cast<const T*>(dst)), dst, n,
+                                        detail::finalizer<T, Op>{op, nranks}, stream),
+        "cub::DeviceTransform::Transform (finalize)");
+}
+
+}  // namespace collectives::device
