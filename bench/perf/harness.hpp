@@ -13,6 +13,10 @@
 //     // true: rank i's in-place reduce_scatter result lands at i*N (this library);
 //     // false: at the front of the buffer (MPI_Reduce_scatter_block with MPI_IN_PLACE)
 //
+// A backend whose calls run on buffers of its own (device memory: ours_device.hpp)
+// also offers upload and download (the concept below). Its call and call_in_place
+// then take the host spans for their sizes only. The copies stay out of the timed loop.
+//
 // Plain standard C++: no library or MPI header here.
 #pragma once
 
@@ -28,6 +32,12 @@
 #include "report.hpp"
 
 namespace perf {
+
+template <class Backend, class T>
+concept owns_buffers = requires(Backend& b, std::span<const T> in, std::span<T> out) {
+  b.template upload<T>(in, in);   // the host input and output into its own buffers
+  b.template download<T>(out);    // its output back into the host output
+};
 
 // Where one rank's result lies in its output (or in-place) buffer, and which element
 // of which rank's input each result element must equal.
@@ -108,9 +118,13 @@ void run_sizes(Backend& b, const options& o, reporter& out, bool& corrupt_pendin
       if (o.in_place) b.template call_in_place<C, T, K>(std::span<T>(output), root);
       else b.template call<C, T, K>(std::span<const T>(input), std::span<T>(output), root);
     };
+    auto upload = [&] {
+      if constexpr (owns_buffers<Backend, T>) b.template upload<T>(std::span<const T>(input), std::span<const T>(output));
+    };
 
     fill<C>(l, rank, root, o.in_place, input, output,
             o.in_place ? repeatable_value<K, T> : input_value<K, T>);
+    upload();
     for (int i = 0; i < o.warmup_iterations; ++i) call();
     b.barrier();
     const auto start = clock::now();
@@ -121,7 +135,9 @@ void run_sizes(Backend& b, const options& o, reporter& out, bool& corrupt_pendin
     long long wrong = -1;
     if (o.check) {
       fill<C>(l, rank, root, o.in_place, input, output, input_value<K, T>);
+      upload();
       call();
+      if constexpr (owns_buffers<Backend, T>) b.template download<T>(std::span<T>(output));
       const result_map<C> where{l, ranks, rank, root, o.in_place, Backend::reduce_scatter_in_place_result_at_own_part};
       const std::span<T> result = std::span<T>(output).subspan(where.offset(), where.length());
       const int corrupting_rank = result_on_root_only(C) ? root : ranks - 1;

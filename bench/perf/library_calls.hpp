@@ -1,0 +1,117 @@
+// This library's calls as the perf programs make them: the collective, algorithm and
+// op the flags name, each instantiated at compile time, on any communicator and any
+// buffer kind (std::span over host memory in ours.hpp, device_span in ours_device.hpp).
+#pragma once
+
+#include <string_view>
+
+#include <collectives/collectives.hpp>
+
+#include "collective.hpp"
+#include "data.hpp"
+
+namespace perf {
+
+namespace coll = collectives;
+
+template <collective C>
+auto kind_of() {
+  if constexpr (C == collective::all_reduce) return coll::kind::all_reduce{};
+  else if constexpr (C == collective::all_gather) return coll::kind::all_gather{};
+  else if constexpr (C == collective::reduce_scatter) return coll::kind::reduce_scatter{};
+  else if constexpr (C == collective::broadcast) return coll::kind::broadcast{};
+  else if constexpr (C == collective::reduce) return coll::kind::reduce{};
+  else if constexpr (C == collective::all_to_all) return coll::kind::all_to_all{};
+  else if constexpr (C == collective::gather) return coll::kind::gather{};
+  else return coll::kind::scatter{};
+}
+
+enum class algorithm_choice { ring, tree, direct, automatic };
+
+inline algorithm_choice algorithm_named(std::string_view name) {
+  if (name == "ring") return algorithm_choice::ring;
+  if (name == "tree") return algorithm_choice::tree;
+  if (name == "direct") return algorithm_choice::direct;
+  return algorithm_choice::automatic;
+}
+
+// Calls f.template operator()<Algorithm>() with the algorithm type `a` stands for.
+template <class F>
+void with_algorithm(algorithm_choice a, F&& f) {
+  switch (a) {
+    case algorithm_choice::ring: f.template operator()<coll::ring>(); return;
+    case algorithm_choice::tree: f.template operator()<coll::double_binary_tree>(); return;
+    case algorithm_choice::direct: f.template operator()<coll::direct>(); return;
+    case algorithm_choice::automatic: f.template operator()<coll::automatic>(); return;
+  }
+}
+
+// Whether the algorithm has a schedule for the collective (README: ring has none for
+// gather, scatter and all_to_all; the tree only for all_reduce, reduce, broadcast).
+inline bool algorithm_implements(algorithm_choice a, collective c) {
+  bool yes = false;
+  with_algorithm(a, [&]<class A>() {
+    switch (c) {
+      case collective::all_reduce: yes = coll::implements<A, coll::kind::all_reduce>; break;
+      case collective::all_gather: yes = coll::implements<A, coll::kind::all_gather>; break;
+      case collective::reduce_scatter: yes = coll::implements<A, coll::kind::reduce_scatter>; break;
+      case collective::broadcast: yes = coll::implements<A, coll::kind::broadcast>; break;
+      case collective::reduce: yes = coll::implements<A, coll::kind::reduce>; break;
+      case collective::all_to_all: yes = coll::implements<A, coll::kind::all_to_all>; break;
+      case collective::gather: yes = coll::implements<A, coll::kind::gather>; break;
+      case collective::scatter: yes = coll::implements<A, coll::kind::scatter>; break;
+    }
+  });
+  return yes;
+}
+
+// The op K as the library takes it; absmax is the user functor, passed as a user
+// would pass it (UserOp: a device build passes a copy callable in kernels).
+template <op_kind K, class UserOp = absmax>
+constexpr auto library_op() {
+  if constexpr (K == op_kind::sum) return coll::sum{};
+  else if constexpr (K == op_kind::prod) return coll::prod{};
+  else if constexpr (K == op_kind::min) return coll::min{};
+  else if constexpr (K == op_kind::max) return coll::max{};
+  else if constexpr (K == op_kind::avg) return coll::avg{};
+  else return UserOp{};
+}
+
+// One out-of-place call of collective C with op K, by the algorithm `a` names. The
+// buffers are spans (host or device), taken by value as the library's calls take them.
+template <collective C, op_kind K, class UserOp, class Communicator, class In, class Out>
+void call_library(algorithm_choice a, Communicator& comm, In input, Out output, int root) {
+  with_algorithm(a, [&]<class A>() {
+    if constexpr (coll::implements<A, decltype(kind_of<C>())>) {
+      [[maybe_unused]] constexpr auto op = library_op<K, UserOp>();
+      if constexpr (C == collective::all_reduce) coll::all_reduce<A>(comm, input, output, op);
+      else if constexpr (C == collective::all_gather) coll::all_gather<A>(comm, input, output);
+      else if constexpr (C == collective::reduce_scatter) coll::reduce_scatter<A>(comm, input, output, op);
+      else if constexpr (C == collective::broadcast) coll::broadcast<A>(comm, input, output, root);
+      else if constexpr (C == collective::reduce) coll::reduce<A>(comm, input, output, op, root);
+      else if constexpr (C == collective::all_to_all) coll::all_to_all<A>(comm, input, output);
+      else if constexpr (C == collective::gather) coll::gather<A>(comm, input, output, root);
+      else coll::scatter<A>(comm, input, output, root);
+    }
+  });
+}
+
+// The in-place form.
+template <collective C, op_kind K, class UserOp, class Communicator, class Data>
+void call_library_in_place(algorithm_choice a, Communicator& comm, Data data, int root) {
+  with_algorithm(a, [&]<class A>() {
+    if constexpr (coll::implements<A, decltype(kind_of<C>())>) {
+      [[maybe_unused]] constexpr auto op = library_op<K, UserOp>();
+      if constexpr (C == collective::all_reduce) coll::all_reduce<A>(comm, data, op);
+      else if constexpr (C == collective::all_gather) coll::all_gather<A>(comm, data);
+      else if constexpr (C == collective::reduce_scatter) coll::reduce_scatter<A>(comm, data, op);
+      else if constexpr (C == collective::broadcast) coll::broadcast<A>(comm, data, root);
+      else if constexpr (C == collective::reduce) coll::reduce<A>(comm, data, op, root);
+      else if constexpr (C == collective::all_to_all) coll::all_to_all<A>(comm, data);
+      else if constexpr (C == collective::gather) coll::gather<A>(comm, data, root);
+      else coll::scatter<A>(comm, data, root);
+    }
+  });
+}
+
+}  // namespace perf

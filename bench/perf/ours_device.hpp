@@ -1,0 +1,147 @@
+// This library's side of the perf programs on device buffers: a harness backend over
+// communicator<cuda_ipc> whose calls run on device_spans. The harness makes and checks
+// the data on the host as for the host backend; upload and download copy it to and
+// from this backend's device buffers outside the timed loop. Needs nvcc (the device
+// reductions are kernels).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include <collectives/collectives.hpp>
+#include <collectives/device/memory_ops.cuh>
+#include <collectives/transport/cuda_ipc.hpp>
+
+#include "harness.hpp"
+#include "library_calls.hpp"
+
+namespace perf {
+
+using device_communicator = coll::communicator<coll::cuda_ipc>;
+
+// absmax (data.hpp) callable in kernels. data.hpp stays plain C++ for the Open MPI
+// twin, so the device copy lives here; the check compares its results with absmax's.
+struct absmax_on_device {
+  static constexpr bool commutative = true;
+  template <class T>
+  COLLECTIVES_HOST_DEVICE constexpr T operator()(const T& a, const T& b) const {
+    const T abs_a = magnitude(a), abs_b = magnitude(b);
+    if (abs_a != abs_b) return abs_a < abs_b ? b : a;
+    return a < b ? b : a;
+  }
+
+ private:
+  template <class T>
+  COLLECTIVES_HOST_DEVICE static constexpr T magnitude(const T& x) {
+    if constexpr (std::is_unsigned_v<T>) return x;
+    else return x < T(0) ? static_cast<T>(-x) : x;
+  }
+};
+
+// Device memory that grows to the largest size asked of it, so a run allocates once
+// per new largest size, never inside the timed loop.
+class device_buffer {
+ public:
+  device_buffer() = default;
+  device_buffer(const device_buffer&) = delete;
+  device_buffer& operator=(const device_buffer&) = delete;
+  ~device_buffer() { cudaFree(data_); }
+
+  void* reserve(std::size_t bytes) {
+    if (bytes > capacity_) {
+      cudaFree(std::exchange(data_, nullptr));
+      capacity_ = 0;
+      coll::device::check(cudaMalloc(&data_, bytes), "cudaMalloc (perf buffer)");
+      capacity_ = bytes;
+    }
+    return data_;
+  }
+  void* data() const noexcept { return data_; }
+
+ private:
+  void* data_ = nullptr;
+  std::size_t capacity_ = 0;
+};
+
+class device_backend {
+ public:
+  static constexpr bool reduce_scatter_in_place_result_at_own_part = true;
+
+  device_backend(device_communicator& comm, std::string algorithm, std::string how_joined)
+      : comm_(comm), algorithm_name_(std::move(algorithm)), algorithm_(algorithm_named(algorithm_name_)),
+        how_joined_(std::move(how_joined)) {}
+
+  int rank() const { return comm_.rank(); }
+  int size() const { return comm_.size(); }
+  // These three move host values (over cuda_ipc's shared-memory side).
+  void barrier() { coll::barrier(comm_); }
+  double max_over_ranks(double v) { return coll::all_reduce(comm_, v, coll::max{}); }
+  long long sum_over_ranks(long long v) { return coll::all_reduce(comm_, std::int64_t{v}, coll::sum{}); }
+
+  run_description describe() const {
+    std::string detail = comm_.transport().describe() + "; buffers in device memory";
+    if (!how_joined_.empty()) detail += "; " + how_joined_;
+    return {.program = "collectives", .transport = "cuda_ipc", .transport_detail = detail, .algorithm = algorithm_name_,
+            .ranks = comm_.size()};
+  }
+
+  // The host buffers' contents into the device ones, before the calls that use them.
+  template <class T>
+  void upload(std::span<const T> input, std::span<const T> output) {
+    copy(input_.reserve(input.size_bytes()), input.data(), input.size_bytes());
+    copy(output_.reserve(output.size_bytes()), output.data(), output.size_bytes());
+    input_bytes_ = input.size_bytes(), output_bytes_ = output.size_bytes();
+  }
+  // The device output back into the host one.
+  template <class T>
+  void download(std::span<T> output) {
+    copy(output.data(), output_.data(), output.size_bytes());
+  }
+
+  // The host spans give the sizes; the calls run on the device buffers uploaded last.
+  template <collective C, class T, op_kind K>
+  void call(std::span<const T> input, std::span<T> output, int root) {
+    call_library<C, K, absmax_on_device>(algorithm_, comm_, on_device(input_, input), on_device(output_, output), root);
+  }
+
+  template <collective C, class T, op_kind K>
+  void call_in_place(std::span<T> data, int root) {
+    call_library_in_place<C, K, absmax_on_device>(algorithm_, comm_, on_device(output_, data), root);
+  }
+
+ private:
+  // Bytes between host and device on the communicator's stream, finished on return.
+  void copy(void* to, const void* from, std::size_t bytes) {
+    if (bytes == 0) return;
+    const cudaStream_t s = comm_.transport().runtime().stream();
+    coll::device::check(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDefault, s), "cudaMemcpyAsync (perf data)");
+    coll::device::check(cudaStreamSynchronize(s), "cudaStreamSynchronize (perf data)");
+  }
+
+  // The device twin of a host span: the buffer's first host.size() elements.
+  template <class T>
+  coll::device_span<T> on_device(const device_buffer& b, std::span<T> host) const {
+    if (host.size_bytes() > (&b == &input_ ? input_bytes_ : output_bytes_))
+      throw std::logic_error("perf: a device call on more elements than were uploaded");
+    return {static_cast<T*>(b.data()), host.size()};
+  }
+
+  device_communicator& comm_;
+  std::string algorithm_name_;
+  algorithm_choice algorithm_;
+  std::string how_joined_;
+  device_buffer input_, output_;
+  std::size_t input_bytes_ = 0, output_bytes_ = 0;
+};
+
+// all_reduce, reduce and reduce_scatter: compiled apart (reductions_cuda.cu), since
+// the types x ops instantiations are most of the build.
+int run_reduction(device_backend& backend, const options& o);
+
+}  // namespace perf
