@@ -3,12 +3,16 @@
 // buffer kind (std::span over host memory in ours.hpp, device_span in ours_device.hpp).
 #pragma once
 
+#include <cstdint>
+#include <string>
 #include <string_view>
+#include <utility>
 
 #include <collectives/collectives.hpp>
 
 #include "collective.hpp"
 #include "data.hpp"
+#include "report.hpp"
 
 namespace perf {
 
@@ -113,5 +117,36 @@ void call_library_in_place(algorithm_choice a, Communicator& comm, Data data, in
     }
   });
 }
+
+// What this library's backends share (ours.hpp on host buffers, ours_device.hpp on
+// device buffers): the harness's rank queries and small host reductions on the
+// communicator, and the algorithm the flags name.
+template <class Communicator>
+class backend_base {
+ public:
+  static constexpr bool reduce_scatter_in_place_result_at_own_part = true;
+
+  backend_base(Communicator& comm, std::string algorithm, std::string how_joined)
+      : comm_(comm), algorithm_name_(std::move(algorithm)), algorithm_(algorithm_named(algorithm_name_)),
+        how_joined_(std::move(how_joined)) {}
+
+  int rank() const { return comm_.rank(); }
+  int size() const { return comm_.size(); }
+  void barrier() { coll::barrier(comm_); }
+  double max_over_ranks(double v) { return coll::all_reduce(comm_, v, coll::max{}); }
+  long long sum_over_ranks(long long v) { return coll::all_reduce(comm_, std::int64_t{v}, coll::sum{}); }
+
+ protected:
+  run_description describe_as(std::string transport, std::string detail) const {
+    if (!how_joined_.empty()) detail += "; " + how_joined_;
+    return {.program = "collectives", .transport = std::move(transport), .transport_detail = std::move(detail),
+            .algorithm = algorithm_name_, .ranks = comm_.size()};
+  }
+
+  Communicator& comm_;
+  std::string algorithm_name_;
+  algorithm_choice algorithm_;
+  std::string how_joined_;
+};
 
 }  // namespace perf

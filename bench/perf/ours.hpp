@@ -17,25 +17,12 @@ namespace perf {
 
 using communicator = coll::communicator<coll::automatic_transport>;
 
-class library_backend {
+class library_backend : public backend_base<communicator> {
  public:
-  static constexpr bool reduce_scatter_in_place_result_at_own_part = true;
-
-  library_backend(communicator& comm, std::string algorithm, std::string how_joined)
-      : comm_(comm), algorithm_name_(std::move(algorithm)), algorithm_(algorithm_named(algorithm_name_)),
-        how_joined_(std::move(how_joined)) {}
-
-  int rank() const { return comm_.rank(); }
-  int size() const { return comm_.size(); }
-  void barrier() { coll::barrier(comm_); }
-  double max_over_ranks(double v) { return coll::all_reduce(comm_, v, coll::max{}); }
-  long long sum_over_ranks(long long v) { return coll::all_reduce(comm_, std::int64_t{v}, coll::sum{}); }
+  using backend_base::backend_base;
 
   run_description describe() const {
-    std::string detail = comm_.transport().describe();
-    if (!how_joined_.empty()) detail += "; " + how_joined_;
-    return {.program = "collectives", .transport = std::string(comm_.transport().name()), .transport_detail = detail,
-            .algorithm = algorithm_name_, .ranks = comm_.size()};
+    return describe_as(std::string(comm_.transport().name()), comm_.transport().describe());
   }
 
   template <collective C, class T, op_kind K>
@@ -47,12 +34,6 @@ class library_backend {
   void call_in_place(std::span<T> data, int root) {
     call_library_in_place<C, K, absmax>(algorithm_, comm_, data, root);
   }
-
- private:
-  communicator& comm_;
-  std::string algorithm_name_;
-  algorithm_choice algorithm_;
-  std::string how_joined_;
 };
 
 // all_reduce, reduce and reduce_scatter: compiled apart (reductions.cpp), since the

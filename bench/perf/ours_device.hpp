@@ -69,26 +69,12 @@ class device_buffer {
   std::size_t capacity_ = 0;
 };
 
-class device_backend {
+class device_backend : public backend_base<device_communicator> {
  public:
-  static constexpr bool reduce_scatter_in_place_result_at_own_part = true;
-
-  device_backend(device_communicator& comm, std::string algorithm, std::string how_joined)
-      : comm_(comm), algorithm_name_(std::move(algorithm)), algorithm_(algorithm_named(algorithm_name_)),
-        how_joined_(std::move(how_joined)) {}
-
-  int rank() const { return comm_.rank(); }
-  int size() const { return comm_.size(); }
-  // These three move host values (over cuda_ipc's shared-memory side).
-  void barrier() { coll::barrier(comm_); }
-  double max_over_ranks(double v) { return coll::all_reduce(comm_, v, coll::max{}); }
-  long long sum_over_ranks(long long v) { return coll::all_reduce(comm_, std::int64_t{v}, coll::sum{}); }
+  using backend_base::backend_base;
 
   run_description describe() const {
-    std::string detail = comm_.transport().describe() + "; buffers in device memory";
-    if (!how_joined_.empty()) detail += "; " + how_joined_;
-    return {.program = "collectives", .transport = "cuda_ipc", .transport_detail = detail, .algorithm = algorithm_name_,
-            .ranks = comm_.size()};
+    return describe_as("cuda_ipc", comm_.transport().describe() + "; buffers in device memory");
   }
 
   // The host buffers' contents into the device ones, before the calls that use them.
@@ -132,10 +118,6 @@ class device_backend {
     return {static_cast<T*>(b.data()), host.size()};
   }
 
-  device_communicator& comm_;
-  std::string algorithm_name_;
-  algorithm_choice algorithm_;
-  std::string how_joined_;
   device_buffer input_, output_;
   std::size_t input_bytes_ = 0, output_bytes_ = 0;
 };

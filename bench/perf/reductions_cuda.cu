@@ -2,16 +2,10 @@
 // so that their instantiations (every type x op x algorithm, and their kernels)
 // compile beside the rest.
 #include "ours_device.hpp"
+#include "program.hpp"
 
 namespace perf {
 
-int run_reduction(device_backend& backend, const options& o) {
-  switch (o.which) {
-    case collective::all_reduce: return run_perf<collective::all_reduce>(backend, o);
-    case collective::reduce_scatter: return run_perf<collective::reduce_scatter>(backend, o);
-    case collective::reduce: return run_perf<collective::reduce>(backend, o);
-    default: return 2;
-  }
-}
+int run_reduction(device_backend& backend, const options& o) { return run_reductions_of(backend, o); }
 
 }  // namespace perf
