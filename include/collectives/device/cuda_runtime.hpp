@@ -119,8 +119,11 @@ class cuda_runtime {
   void synchronize() noexcept { cudaStreamSynchronize(stream_); }
 
   // The local steps, on the same stream; defined in device/memory_ops.cuh (nvcc).
+  // Asked for at the start of every device call, so it makes this rank's device the
+  // calling thread's current one: a call may come from any thread.
   template <class Space = device_memory>
   memory_ops<Space> memory_operations() const {
+    check(cudaSetDevice(device_), "cudaSetDevice");
     return memory_ops<Space>{stream_};
   }
 
