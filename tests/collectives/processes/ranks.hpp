@@ -20,14 +20,15 @@
 #include <collectives/transport/automatic.hpp>
 #include <doctest/doctest.h>
 
+#include "../job.hpp"
+
 namespace testing {
 
 using comm = collectives::communicator<collectives::automatic_transport>;
 
 inline comm& world() {
   static comm c = [] {
-    auto made = comm::from_env();
-    made.set_timeout(std::chrono::seconds(60));
+    auto made = join_job<comm>();
     // The test's name promises a transport: make sure it is the one that runs.
     if (const char* asked = std::getenv("COLLECTIVES_TRANSPORT"); asked != nullptr && std::string(asked) != "auto")
       REQUIRE(made.transport().name() == asked);
@@ -36,15 +37,9 @@ inline comm& world() {
   return c;
 }
 
-// The job's size: the only rank count a process-based run can check.
-inline const std::vector<int> rank_counts{collectives::bootstrap::detect_launch().size};
-
 template <class Fn>
 void on_ranks(int p, Fn fn) {
-  REQUIRE(p == world().size());
-  const std::string problem = fn(world());
-  INFO("rank ", world().rank());
-  CHECK_MESSAGE(problem.empty(), problem);
+  check_this_rank(world(), p, fn);
 }
 
 // A counter all ranks share, for tests that watch the ranks from outside: an int in

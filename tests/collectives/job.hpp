@@ -1,0 +1,35 @@
+// What every process-based ranks.hpp shares, whatever its transport: this process is
+// one rank of a job that collectives-run (or mpirun, or srun) started, every process
+// runs the same test cases in the same order, and each checks its own rank's answer.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include <collectives/bootstrap/environment.hpp>
+#include <doctest/doctest.h>
+
+namespace testing {
+
+// The job's size: the only rank count a process-based run can check.
+inline const std::vector<int> rank_counts{collectives::bootstrap::detect_launch().size};
+
+// This process's communicator for the job, with the tests' timeout.
+template <class Comm>
+Comm join_job() {
+  auto made = Comm::from_env();
+  made.set_timeout(std::chrono::seconds(60));
+  return made;
+}
+
+// Runs fn(world) -> std::string (empty when right) on this rank and checks it.
+template <class Comm, class Fn>
+void check_this_rank(Comm& world, int p, Fn fn) {
+  REQUIRE(p == world.size());
+  const std::string problem = fn(world);
+  INFO("rank ", world.rank());
+  CHECK_MESSAGE(problem.empty(), problem);
+}
+
+}  // namespace testing
