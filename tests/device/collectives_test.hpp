@@ -208,6 +208,28 @@ TEST_CASE("device send and recv: a ring of messages, and one the receiver is lat
   }
 }
 
+TEST_CASE("device recv: a message longer than the receive fails it, and the communicator goes on") {
+  const int p = world().size();
+  if (p == 1) return;
+  on_ranks(p, [&](comm& c) -> std::string {
+    std::string problem;
+    if (c.rank() == 0) {
+      device_vector<float> eight{std::span<const float>(part_of<float>(0, 8))};
+      coll::send(c, eight.span(), 1, 5);
+    } else if (c.rank() == 1) {
+      device_vector<float> four(4);
+      try {
+        coll::recv(c, four.span(), 0, 5);
+        problem = "a receive of 4 floats took a message of 8";
+      } catch (const coll::error& e) {
+        if (e.code() != coll::errc::message_truncated) problem = std::string("expected message_truncated, got: ") + e.what();
+      }
+    }
+    coll::barrier(c);
+    return problem + all_reduce_case<coll::ring, float, coll::sum>(c, 100'003, false);
+  });
+}
+
 TEST_CASE("device recv: a message that never comes times out, and the communicator goes on") {
   const int p = world().size();
   if (p == 1) return;

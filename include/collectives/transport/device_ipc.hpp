@@ -317,8 +317,9 @@ class device_ipc {
       if (index == ops.size()) ops.emplace_back();
       ops[index] = std::move(op);
       order.push_back(index);
+      // Early chunks for a receive are handed over by the next test, not here: a size
+      // that does not match then fails a request the caller holds and cancels.
       listen_to(peer);
-      if (!sending) deliver_held();
       return index;
     }
 
@@ -462,10 +463,13 @@ class device_ipc {
     // Copies one chunk of a message into its receive, from a slot or an early buffer.
     void take_chunk(device_op& o, const std::byte* from, std::uint32_t slot, void* buffer, std::size_t offset,
                     std::size_t bytes, std::size_t total) {
-      if (total != o.total)
+      if (total != o.total) {  // the receive fails; the chunk's slot goes back to the sender all the same
+        if (slot != no_slot) post_notice(o.peer, {notice::slot_free, slot}, nullptr, true);
+        if (buffer) runtime.free(buffer);
         throw error(total > o.total ? errc::message_truncated : errc::buffer_size_mismatch,
                     who() + "rank " + std::to_string(o.peer) + " sent a device message of " + std::to_string(total) +
                         " bytes where " + std::to_string(o.total) + " were expected");
+      }
       o.announced = true;
       o.notified += bytes;
       if (bytes == 0) return;
@@ -525,19 +529,21 @@ class device_ipc {
     }
 
     // In arrival order: a peer's chunks wait behind its first one still being copied.
+    // A chunk leaves the list before it is handed over: the receive owns its buffer then.
     void deliver_held() {
       std::vector<bool> stalled(std::size_t(size()), false);
-      std::erase_if(early, [&](early_chunk& e) {
-        if (stalled[std::size_t(e.peer)] || !e.held) {
-          stalled[std::size_t(e.peer)] = true;
-          return false;
+      for (std::size_t i = 0; i < early.size();) {
+        const early_chunk e = early[i];
+        device_op* o = nullptr;
+        if (stalled[std::size_t(e.peer)] || !e.held) stalled[std::size_t(e.peer)] = true;
+        else o = posted_recv(e.peer, e.tag);
+        if (o == nullptr) {
+          ++i;
+          continue;
         }
-        device_op* o = posted_recv(e.peer, e.tag);
-        if (o == nullptr) return false;
+        early.erase(early.begin() + std::ptrdiff_t(i));
         take_chunk(*o, static_cast<const std::byte*>(e.copy.buffer), no_slot, e.copy.buffer, e.offset, e.bytes, e.total);
-        if (e.bytes == 0) release(e.copy);
-        return true;
-      });
+      }
     }
 
     void post_notice(int peer, notice body, int* unsent, bool is_credit) {
