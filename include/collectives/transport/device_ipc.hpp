@@ -101,6 +101,8 @@ class device_ipc {
 
  public:
   using memory_space = typename Runtime::memory_space;
+  // Estimates, not yet measured on a GPU: a message's start-up is an event poll and a
+  // notice (some microseconds); bytes move at NVLink-class copy-engine rates.
   static constexpr link_costs costs{.latency_s = 10e-6, .per_message_s = 2e-6, .seconds_per_byte = 1.0 / 100e9,
                                     .reduce_seconds_per_byte = 1.0 / 200e9};
 
