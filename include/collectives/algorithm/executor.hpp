@@ -1,7 +1,9 @@
 // The one executor: runs any schedule on any transport, for any element type, op
 // and memory space. Operations start as soon as their dependencies finish; local
-// steps (copy, reduce, finalize) run on the calling thread, messages are posted to
-// the transport and polled, and the thread sleeps in the transport between events.
+// steps (copy, reduce, finalize) run on the calling thread (on device buffers they are
+// enqueued on the transport's stream, and the call ends once they have run), messages
+// are posted to the transport and polled, and the thread sleeps in the transport
+// between events.
 #pragma once
 
 #include <chrono>
