@@ -32,24 +32,22 @@ inline constexpr std::size_t vector_bytes = 16;
 template <class T>
 inline constexpr std::size_t block_of = sizeof(T) < vector_bytes ? vector_bytes / sizeof(T) : 1;
 
-template <class T, class Op>
-inline void combine_received_last(T* __restrict dst, const T* __restrict src, std::size_t n, Op& op) {
-  constexpr std::size_t block = block_of<T>;
-  const std::size_t blocks = n / block;
-  COLLECTIVES_UNROLL_4
-  for (std::size_t k = 0; k < blocks; ++k)
-    for (std::size_t j = 0; j < block; ++j) dst[k * block + j] = op(dst[k * block + j], src[k * block + j]);
-  for (std::size_t i = blocks * block; i < n; ++i) dst[i] = op(dst[i], src[i]);
+// op(dst, received) or op(received, dst), as Order says; inlined into the loop below.
+template <operand_order Order, class T, class Op>
+inline T apply_in_order(Op& op, const T& dst, const T& received) {
+  if constexpr (Order == operand_order::received_last) return op(dst, received);
+  else return op(received, dst);
 }
 
-template <class T, class Op>
-inline void combine_received_first(T* __restrict dst, const T* __restrict src, std::size_t n, Op& op) {
+template <operand_order Order, class T, class Op>
+inline void combine_in_order(T* __restrict dst, const T* __restrict src, std::size_t n, Op& op) {
   constexpr std::size_t block = block_of<T>;
   const std::size_t blocks = n / block;
   COLLECTIVES_UNROLL_4
   for (std::size_t k = 0; k < blocks; ++k)
-    for (std::size_t j = 0; j < block; ++j) dst[k * block + j] = op(src[k * block + j], dst[k * block + j]);
-  for (std::size_t i = blocks * block; i < n; ++i) dst[i] = op(src[i], dst[i]);
+    for (std::size_t j = 0; j < block; ++j)
+      dst[k * block + j] = apply_in_order<Order>(op, dst[k * block + j], src[k * block + j]);
+  for (std::size_t i = blocks * block; i < n; ++i) dst[i] = apply_in_order<Order>(op, dst[i], src[i]);
 }
 
 }  // namespace detail
@@ -76,9 +74,9 @@ struct memory_ops<host_memory> {
   template <class T, class Op>
   static void combine(T* dst, const T* received, std::size_t n, Op& op, operand_order order) {
     if (order == operand_order::received_last)
-      detail::combine_received_last(dst, received, n, op);
+      detail::combine_in_order<operand_order::received_last>(dst, received, n, op);
     else
-      detail::combine_received_first(dst, received, n, op);
+      detail::combine_in_order<operand_order::received_first>(dst, received, n, op);
   }
 
   template <class T, class Op>
