@@ -93,9 +93,7 @@ class executor {
   using workspace = executor_workspace<request>;
 
   executor(const schedule& plan, Transport& transport, call_buffers<T, Space> buffers, Op& op, workspace& room)
-      : plan_(plan), transport_(transport), memory_(memory_ops_of<Space>(transport)), buffers_(buffers), op_(op), room_(room),
-        waiting_(room.waiting), successor_begin_(room.successor_begin), successors_(room.successors),
-        ready_(room.ready), active_(room.active), fused_targets_(room.fused) {}
+      : plan_(plan), transport_(transport), memory_(memory_ops_of<Space>(transport)), buffers_(buffers), op_(op), room_(room) {}
 
   void run(const call_context& ctx) {
     prepare();
@@ -112,8 +110,8 @@ class executor {
       // Device steps were only enqueued: the call returns once they are done.
       if constexpr (requires { memory_.synchronize(ctx.until); }) memory_.synchronize(ctx.until);
     } catch (...) {
-      for (auto& a : active_) transport_.cancel(a.req);
-      active_.clear();
+      for (auto& a : room_.active) transport_.cancel(a.req);
+      room_.active.clear();
       trim();
       throw;
     }
@@ -133,30 +131,30 @@ class executor {
   void prepare() {
     const std::size_t n = plan_.ops.size();
     std::size_t messages = 0, fused_receives = 0;
-    waiting_.assign(n, 0);
-    successor_begin_.assign(n + 1, 0);
-    ready_.clear();
-    active_.clear();
-    fused_targets_.clear();
+    room_.waiting.assign(n, 0);
+    room_.successor_begin.assign(n + 1, 0);
+    room_.ready.clear();
+    room_.active.clear();
+    room_.fused.clear();
     for (std::size_t i = 0; i < n; ++i) {
       const operation& o = plan_.ops[i];
-      waiting_[i] = o.dep_count;
-      for (op_id d : plan_.deps_of(o)) ++successor_begin_[d];
+      room_.waiting[i] = o.dep_count;
+      for (op_id d : plan_.deps_of(o)) ++room_.successor_begin[d];
       messages += o.kind == op_kind::send || o.kind == op_kind::recv || o.kind == op_kind::recv_reduce;
       fused_receives += o.kind == op_kind::recv_reduce;
     }
-    // successor_begin_[d] counts d's successors; running sums make it the end of d's
+    // room_.successor_begin[d] counts d's successors; running sums make it the end of d's
     // list, and filling each list backwards (later ops first, so lists stay in op
     // order) leaves it at the list's beginning, where the next list ends.
-    for (std::size_t i = 1; i <= n; ++i) successor_begin_[i] += successor_begin_[i - 1];
-    successors_.resize(plan_.deps.size());
+    for (std::size_t i = 1; i <= n; ++i) room_.successor_begin[i] += room_.successor_begin[i - 1];
+    room_.successors.resize(plan_.deps.size());
     for (std::size_t i = n; i-- > 0;)
-      for (op_id d : plan_.deps_of(plan_.ops[i])) successors_[--successor_begin_[d]] = static_cast<op_id>(i);
-    ready_.reserve(n);
+      for (op_id d : plan_.deps_of(plan_.ops[i])) room_.successors[--room_.successor_begin[d]] = static_cast<op_id>(i);
+    room_.ready.reserve(n);
     for (std::size_t i = 0; i < n; ++i)
-      if (waiting_[i] == 0) ready_.push_back(static_cast<op_id>(i));
-    active_.reserve(messages);
-    if constexpr (fused) fused_targets_.reserve(fused_receives);  // sinks point into it: it must never move
+      if (room_.waiting[i] == 0) room_.ready.push_back(static_cast<op_id>(i));
+    room_.active.reserve(messages);
+    if constexpr (fused) room_.fused.reserve(fused_receives);  // sinks point into it: it must never move
     scratch_ = memory_for(plan_.scratch_count, room_.scratch, owned_scratch_);
     if (!fused) staging_ = memory_for(plan_.staging_count, room_.staging, owned_staging_);
   }
@@ -192,15 +190,15 @@ class executor {
 
   void finish(op_id id) {
     ++finished_;
-    const auto begin = successor_begin_[id], end = successor_begin_[id + 1];
+    const auto begin = room_.successor_begin[id], end = room_.successor_begin[id + 1];
     for (auto k = begin; k < end; ++k)
-      if (--waiting_[successors_[k]] == 0) ready_.push_back(successors_[k]);
+      if (--room_.waiting[room_.successors[k]] == 0) room_.ready.push_back(room_.successors[k]);
   }
 
   bool start_ready(const call_context& ctx) {
     bool any = false;
-    while (next_ready_ < ready_.size()) {
-      const op_id id = ready_[next_ready_++];
+    while (next_ready_ < room_.ready.size()) {
+      const op_id id = room_.ready[next_ready_++];
       const operation& o = plan_.ops[id];
       any = true;
       const message_tag tag{ctx.call, o.tag};
@@ -213,20 +211,20 @@ class executor {
           break;
         case op_kind::send:
           if (o.src.count == 0) finish(id);
-          else active_.push_back({id, post_send(o.peer, tag, bytes_of(o.src))});
+          else room_.active.push_back({id, post_send(o.peer, tag, bytes_of(o.src))});
           break;
         case op_kind::recv:
           if (o.dst.count == 0) finish(id);
-          else active_.push_back({id, post_recv(o.peer, tag, writable_bytes_of(o.dst))});
+          else room_.active.push_back({id, post_recv(o.peer, tag, writable_bytes_of(o.dst))});
           break;
         case op_kind::recv_reduce:
           if (o.dst.count == 0) finish(id);
           else if constexpr (fused) {
-            auto& target = fused_targets_.emplace_back(fused_target{address(o.dst), &op_, o.order});
+            auto& target = room_.fused.emplace_back(fused_target{address(o.dst), &op_, o.order});
             chunk_sink sink{&target, &detail::reduce_into<T, Op>};
-            active_.push_back({id, transport_.post_recv_reduce(o.peer, tag, o.dst.count * sizeof(T), sizeof(T), sink)});
+            room_.active.push_back({id, transport_.post_recv_reduce(o.peer, tag, o.dst.count * sizeof(T), sizeof(T), sink)});
           } else {
-            active_.push_back({id, post_recv(o.peer, tag, writable_bytes_of(o.src))});
+            room_.active.push_back({id, post_recv(o.peer, tag, writable_bytes_of(o.src))});
           }
           break;
       }
@@ -247,11 +245,11 @@ class executor {
 
   bool poll_active() {
     bool any = false;
-    for (std::size_t i = 0; i < active_.size();) {
-      if (!transport_.test(active_[i].req)) { ++i; continue; }
-      const op_id id = active_[i].id;
-      active_[i] = std::move(active_.back());
-      active_.pop_back();
+    for (std::size_t i = 0; i < room_.active.size();) {
+      if (!transport_.test(room_.active[i].req)) { ++i; continue; }
+      const op_id id = room_.active[i].id;
+      room_.active[i] = std::move(room_.active.back());
+      room_.active.pop_back();
       const operation& o = plan_.ops[id];
       if (!fused && o.kind == op_kind::recv_reduce)
         memory_.combine(address(o.dst), address(o.src), o.dst.count, op_, o.order);
@@ -264,10 +262,10 @@ class executor {
   std::string timeout_message(const call_context& ctx) const {
     std::string m = std::string(ctx.name) + ": timed out after " + std::to_string(ctx.timeout_ms) + " ms on rank " +
                     std::to_string(transport_.rank()) + " waiting to ";
-    for (std::size_t i = 0; i < active_.size() && i < 4; ++i)
-      m += (i ? ", " : "") + detail::describe(plan_.ops[active_[i].id]);
-    if (active_.size() > 4) m += " and " + std::to_string(active_.size() - 4) + " more";
-    if (active_.empty()) m += "finish, with nothing posted (a schedule whose dependencies never resolve)";
+    for (std::size_t i = 0; i < room_.active.size() && i < 4; ++i)
+      m += (i ? ", " : "") + detail::describe(plan_.ops[room_.active[i].id]);
+    if (room_.active.size() > 4) m += " and " + std::to_string(room_.active.size() - 4) + " more";
+    if (room_.active.empty()) m += "finish, with nothing posted (a schedule whose dependencies never resolve)";
     return m;
   }
 
@@ -277,12 +275,6 @@ class executor {
   call_buffers<T, Space> buffers_;
   Op& op_;
   workspace& room_;
-  std::vector<std::uint32_t>& waiting_;
-  std::vector<std::uint32_t>& successor_begin_;
-  std::vector<op_id>& successors_;
-  std::vector<op_id>& ready_;
-  std::vector<typename workspace::active_op>& active_;
-  std::vector<fused_target>& fused_targets_;
   std::size_t next_ready_ = 0, finished_ = 0;
   T* scratch_ = nullptr;
   T* staging_ = nullptr;
