@@ -35,6 +35,7 @@
 #include <utility>
 #include <vector>
 
+#include <collectives/settings.hpp>
 #include <collectives/transport/selection.hpp>
 
 #include "output_stream.hpp"
@@ -217,6 +218,7 @@ struct job {
   std::string master_addr;
   std::string master_port;
   std::string token;
+  bool keep_shm = false;  // COLLECTIVES_RUN_KEEP_SHM: leave the job's /dev/shm segments
 };
 
 // The option if given, else the environment variable if set, else "".
@@ -255,12 +257,23 @@ std::string fresh_job_token() {
   return token;
 }
 
+// The library's own variables, read by its rules; a value they refuse stops the launch.
+template <typename read>
+auto setting(read reader) {
+  try {
+    return reader();
+  } catch (const collectives::error& e) {
+    usage_error(e.what());
+  }
+}
+
 job resolve_job(options opts) {
   const bool one_host = opts.nnodes == 1;
   job result{.opts = {},
              .master_addr = given_or_environment(opts.master_addr, "MASTER_ADDR"),
              .master_port = given_or_environment(opts.master_port, "MASTER_PORT"),
-             .token = given_or_environment("", "COLLECTIVES_JOB_TOKEN")};
+             .token = setting([] { return collectives::settings::text("COLLECTIVES_JOB_TOKEN").value_or(""); }),
+             .keep_shm = setting([] { return collectives::settings::flag("COLLECTIVES_RUN_KEEP_SHM").value_or(false); })};
   result.opts = std::move(opts);
   if (!one_host && result.master_addr.empty())
     usage_error("--nnodes > 1 needs --master-addr (or MASTER_ADDR): an address of node 0 that all hosts reach");
@@ -383,9 +396,7 @@ class supervisor {
     for (const auto& rank : ranks_) {
       if (!exited_cleanly(rank.wait_status)) say("rank " + std::to_string(rank.rank) + " " + outcome(rank));
     }
-    const char* keep = std::getenv("COLLECTIVES_RUN_KEEP_SHM");
-    const bool keep_leftovers = keep != nullptr && *keep != '\0' && std::strcmp(keep, "0") != 0;
-    if (const auto leftovers = collectives_run::clean_shm_leftovers(job_.token, keep_leftovers); !leftovers.empty())
+    if (const auto leftovers = collectives_run::clean_shm_leftovers(job_.token, job_.keep_shm); !leftovers.empty())
       say(leftovers);
     return exit_status();
   }

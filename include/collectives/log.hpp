@@ -4,20 +4,28 @@
 #pragma once
 
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <string_view>
+
+#include "error.hpp"
+#include "settings.hpp"
 
 namespace collectives::log {
 
 enum class level { warn = 1, info = 2 };
 
+// A value COLLECTIVES_DEBUG does not accept is reported, not thrown: logging happens
+// where an exception would do harm (while failing, in destructors).
 inline level threshold() {
   static const level configured = [] {
-    const char* v = std::getenv("COLLECTIVES_DEBUG");
-    if (v == nullptr) return level::warn;
-    const std::string_view s{v};
-    return s == "INFO" || s == "info" || s == "1" ? level::info : level::warn;
+    try {
+      const auto word = settings::choice("COLLECTIVES_DEBUG").value_or("WARN");
+      return word == "INFO" || word == "info" || word == "1" ? level::info : level::warn;
+    } catch (const error& e) {
+      const std::string line = std::string("collectives WARN: ") + e.what() + "; logging warnings only\n";
+      std::fwrite(line.data(), 1, line.size(), stderr);
+      return level::warn;
+    }
   }();
   return configured;
 }

@@ -285,6 +285,11 @@ test_shm_leftovers() {
   expect_line "$err" "collectives-run: warning: the job left 1 shared-memory segment (/dev/shm/$prefix*); kept (COLLECTIVES_RUN_KEEP_SHM)"
   [[ -e $other ]] || fail "another job's segment was removed"
 
+  # A value the flag does not take stops the launch before any rank starts.
+  COLLECTIVES_RUN_KEEP_SHM=maybe run true
+  expect_status 2
+  expect_match "$err" '^collectives-run: COLLECTIVES_RUN_KEEP_SHM=maybe is not a flag \(expected 1, on, true or yes; 0, off, false or no\)'
+
   # A job that leaves nothing says nothing.
   COLLECTIVES_JOB_TOKEN=$token-clean run -n 2 true
   expect_status 0

@@ -9,13 +9,13 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdint>
-#include <cstdlib>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 
 #include "../error.hpp"
+#include "../settings.hpp"
 
 namespace collectives::bootstrap {
 
@@ -30,29 +30,18 @@ struct launch_info {
 namespace detail {
 
 // A variable's value; an empty one counts as unset (`export RANK=` is how shells clear).
-inline std::optional<std::string> variable(const char* name) {
-  const char* value = std::getenv(name);
-  if (value == nullptr || *value == '\0') return std::nullopt;
-  return std::string(value);
-}
+inline std::optional<std::string> variable(const char* name) { return settings::value_of(name); }
 
 // NAME=value, with the value quoted when blanks or odd bytes would hide in it.
 inline std::string assignment(std::string_view name, const std::string& value) {
-  for (const char c : value)
-    if (c <= ' ' || c > '~') return std::string(name) + "='" + value + "'";
-  return std::string(name) + "=" + value;
+  return settings::assignment(name, value);
 }
 
-// The whole of `value` as a number within [lowest, highest].
+// The whole of `value` as a number within [lowest, highest], by the rules and with the
+// words every variable of the library is read with (settings.hpp).
 inline long long whole_number(const char* name, const std::string& value, long long lowest, long long highest,
                               const std::string& expected) {
-  long long number = 0;
-  const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), number);
-  if (ec == std::errc::invalid_argument || end != value.data() + value.size())
-    throw error(errc::invalid_config, assignment(name, value) + " is not a whole number (expected " + expected + ")");
-  if (ec == std::errc::result_out_of_range || number < lowest || number > highest)
-    throw error(errc::invalid_config, assignment(name, value) + " is out of range (expected " + expected + ")");
-  return number;
+  return settings::parse_whole_number(name, value, lowest, highest, expected);
 }
 
 inline int count_of(const char* name, const std::string& value, const char* meaning) {
@@ -171,7 +160,7 @@ inline launch_info detect_launch() {
                 "torchrun-style variables RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set for each process, or with "
                 "mpirun (Open MPI) or srun (Slurm) while exporting MASTER_ADDR and MASTER_PORT");
 
-  const bool file_store = variable("COLLECTIVES_STORE_DIR").has_value();
+  const bool file_store = settings::text("COLLECTIVES_STORE_DIR").has_value();
   const auto address = variable("MASTER_ADDR"), port = variable("MASTER_PORT");
   for (const auto& [name, value] : {std::pair{"MASTER_ADDR", &address}, std::pair{"MASTER_PORT", &port}})
     if (!*value && !file_store)

@@ -3,12 +3,12 @@
 // handshake (shm) don't pull in Asio or OpenSSL.
 #pragma once
 
-#include <cstdlib>
 #include <string>
 #include <utility>
 
 #include "../error.hpp"
 #include "../log.hpp"
+#include "../settings.hpp"
 
 namespace collectives::auth {
 
@@ -18,13 +18,15 @@ class job_token {
  public:
   explicit job_token(std::string secret) : secret_(std::move(secret)) {
     if (secret_.empty()) throw error(errc::invalid_config, "the job token must not be empty");
+    // HMAC pads a short key with zero bytes, so "abc" and "abc\0" would prove the same.
+    if (secret_.find('\0') != std::string::npos) throw error(errc::invalid_config, "the job token must not contain a NUL byte");
   }
 
   // COLLECTIVES_JOB_TOKEN, or, with a warning, a fixed public token: such a job still
   // refuses garbage and other jobs' ranks that use a token, but not a stranger who
   // knows the default.
   static job_token from_env() {
-    if (const char* v = std::getenv("COLLECTIVES_JOB_TOKEN"); v != nullptr && *v != '\0') return job_token(v);
+    if (auto secret = settings::text("COLLECTIVES_JOB_TOKEN")) return job_token(std::move(*secret));
     log::warn("COLLECTIVES_JOB_TOKEN is not set; using the public default token. collectives-run sets a fresh "
               "one; elsewhere export the same secret to every rank (e.g. $(openssl rand -hex 32))");
     return job_token("collectives-public-default-token");

@@ -15,6 +15,7 @@
 
 #include "../concepts/transport.hpp"
 #include "../error.hpp"
+#include "../settings.hpp"
 #include "auth.hpp"
 #include "environment.hpp"
 #include "file_store.hpp"
@@ -60,7 +61,7 @@ inline boost::asio::ip::tcp::endpoint store_listen_endpoint(const launch_info& l
 // may start well before rank 0's server is up).
 inline store_session open_store(const launch_info& launch, const auth::job_token& token, deadline until) {
   store_session session;
-  if (const auto dir = detail::variable("COLLECTIVES_STORE_DIR")) {
+  if (const auto dir = settings::text("COLLECTIVES_STORE_DIR")) {
     // A subdirectory per job token, so jobs that share the directory never collide; the
     // digest names it without writing the secret itself into the file system.
     const auto job = detail::sha256_hex(token.secret()).substr(0, 16);

@@ -8,13 +8,15 @@
 
 #include <cuda_runtime_api.h>
 
-#include <cstdlib>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "../bootstrap/environment.hpp"
+#include "../concepts/device_runtime.hpp"
+#include "../error.hpp"
 #include "../memory_space.hpp"
+#include "../settings.hpp"
 #include "cuda_check.hpp"
 
 namespace collectives::device {
@@ -40,9 +42,8 @@ class cuda_runtime {
   static cuda_runtime for_local_rank(int local_rank) {
     const int count = device_count();
     if (count == 0) throw error(errc::device_error, "cuda_ipc: this process sees no CUDA device");
-    if (const char* v = std::getenv("COLLECTIVES_CUDA_DEVICE"); v != nullptr && *v != '\0')
-      return cuda_runtime(static_cast<int>(bootstrap::detail::whole_number(
-          "COLLECTIVES_CUDA_DEVICE", v, 0, count - 1, "a device number below " + std::to_string(count))));
+    if (const auto chosen = settings::whole_number("COLLECTIVES_CUDA_DEVICE", count - 1))
+      return cuda_runtime(static_cast<int>(*chosen));
     return cuda_runtime(local_rank % count);
   }
 
@@ -141,3 +142,5 @@ class cuda_runtime {
 };
 
 }  // namespace collectives::device
+
+static_assert(collectives::check_device_runtime<collectives::device::cuda_runtime>());
