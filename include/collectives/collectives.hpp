@@ -1,5 +1,5 @@
-// The umbrella header: every collective, the built-in ops and the in-process
-// transport. Transports with outside dependencies have headers of their own.
+// The umbrella header: every collective, the built-in ops, the in-process transport
+// and run_ranks. Transports with outside dependencies have headers of their own.
 #pragma once
 
 #include "all_gather.hpp"
@@ -14,5 +14,6 @@
 #include "point_to_point.hpp"
 #include "reduce.hpp"
 #include "reduce_scatter.hpp"
+#include "run_ranks.hpp"
 #include "scatter.hpp"
 #include "transport/inproc.hpp"

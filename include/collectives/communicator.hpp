@@ -3,8 +3,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -13,8 +11,9 @@
 #include "algorithm/plan_cache.hpp"
 #include "algorithm/workspace.hpp"
 #include "concepts/transport.hpp"
+#include "concepts/transport_selection.hpp"
 #include "error.hpp"
-#include "transport/selection.hpp"
+#include "settings.hpp"
 
 namespace collectives {
 
@@ -43,13 +42,7 @@ class communicator {
 
   // COLLECTIVES_TIMEOUT in seconds (fractions allowed), or the default.
   static std::chrono::milliseconds timeout_from_env() {
-    const char* v = std::getenv("COLLECTIVES_TIMEOUT");
-    if (v == nullptr) return default_timeout;
-    char* end = nullptr;
-    const double seconds = std::strtod(v, &end);
-    if (end == v || *end != '\0' || !(seconds > 0))
-      throw error(errc::invalid_config, std::string("COLLECTIVES_TIMEOUT=") + v + " is not a positive number of seconds");
-    return std::chrono::milliseconds{static_cast<long long>(seconds * 1000)};
+    return settings::seconds("COLLECTIVES_TIMEOUT").value_or(default_timeout);
   }
 
   int rank() const { return transport_.rank(); }
@@ -67,7 +60,7 @@ class communicator {
   // throws errc::call_mismatch naming a rank that differs, instead of timing out or
   // computing garbage. It costs one small exchange per call and must be on for every
   // rank or for none. The default comes from the environment variable
-  // COLLECTIVES_CHECK_CALLS (on when set to anything but "0").
+  // COLLECTIVES_CHECK_CALLS (a flag: 1, on, true or yes turn it on).
   bool checks_calls() const noexcept { return check_calls_; }
   void check_calls(bool on) noexcept { check_calls_ = on; }
 
@@ -99,10 +92,7 @@ class communicator {
   plan_cache plans_;
   executor_workspace<typename Transport::request> workspace_;
   std::vector<std::pair<std::string, const char*>> algorithms_;
-  bool check_calls_ = [] {
-    const char* v = std::getenv("COLLECTIVES_CHECK_CALLS");
-    return v != nullptr && std::strcmp(v, "0") != 0;
-  }();
+  bool check_calls_ = settings::flag("COLLECTIVES_CHECK_CALLS").value_or(false);
 };
 
 // Overrides a communicator's timeout for the calls made while it lives.

@@ -17,6 +17,7 @@
 #include <new>
 #include <string>
 
+#include <collectives/concepts/device_runtime.hpp>
 #include <collectives/error.hpp>
 #include <collectives/ops/host_reduce.hpp>
 
@@ -111,3 +112,5 @@ class host_runtime {
 };
 
 }  // namespace testing
+
+static_assert(collectives::check_device_runtime<testing::host_runtime>());

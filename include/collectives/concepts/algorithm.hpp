@@ -5,7 +5,7 @@
 
 #include <concepts>
 
-#include "../algorithm/schedule.hpp"
+#include "schedule.hpp"
 
 namespace collectives {
 
@@ -38,6 +38,18 @@ concept algorithm = requires {
 template <class A, class Kind>
 concept implements = algorithm<A> && requires(const plan_request& r) {
   { A::plan(Kind{}, r) } -> std::same_as<schedule>;
+};
+
+// A list of algorithm types (automatic_of's candidates, for one).
+template <class... Algorithms>
+struct algorithm_list {};
+
+// Optional: the algorithm estimates a call's seconds from the request's link costs,
+// `static double cost(<kind>, const plan_request&)`, which makes it a candidate of
+// automatic_of for that collective.
+template <class A, class Kind>
+concept estimates_cost = implements<A, Kind> && requires(const plan_request& r) {
+  { A::cost(Kind{}, r) } -> std::same_as<double>;
 };
 
 }  // namespace collectives

@@ -2,7 +2,6 @@
 // Requirements are tabled in docs/concepts/transport.md.
 #pragma once
 
-#include <chrono>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -10,38 +9,9 @@
 #include <type_traits>
 
 #include "../memory_space.hpp"
+#include "vocabulary.hpp"
 
 namespace collectives {
-
-using clock = std::chrono::steady_clock;
-using deadline = clock::time_point;
-
-// Identifies one message between two ranks: the communicator's call number and the
-// schedule's tag for the message within that call. Messages match on (peer, tag).
-struct message_tag {
-  std::uint64_t call = 0;
-  std::uint32_t step = 0;
-  friend bool operator==(const message_tag&, const message_tag&) = default;
-};
-
-// Consumer of a message that a transport reduces "on the wire": called with pieces
-// of the message in order, each a whole number of `granule` bytes, `offset` bytes
-// into the message. A plain pointer and function, so posting it allocates nothing.
-struct chunk_sink {
-  void* context = nullptr;
-  void (*consume)(void* context, std::size_t offset, std::span<const std::byte> piece) = nullptr;
-  void operator()(std::size_t offset, std::span<const std::byte> piece) const { consume(context, offset, piece); }
-};
-
-// Figures an automatic algorithm choice uses (alpha-beta model); a transport may
-// publish its own as `static constexpr link_costs costs`, or, when they depend on
-// what it chose at run time, as `link_costs current_costs() const`.
-struct link_costs {
-  double latency_s = 5e-6;               // one message's start-up on the critical path
-  double per_message_s = 1e-6;           // extra cost of each concurrent message
-  double seconds_per_byte = 1.0 / 5e9;   // moving a byte between two ranks
-  double reduce_seconds_per_byte = 1.0 / 10e9;  // combining a received byte
-};
 
 template <class T>
 concept transport = std::movable<T> &&
@@ -96,6 +66,38 @@ template <class T>
 link_costs costs_of(const T& t) {
   if constexpr (requires { { t.current_costs() } -> std::same_as<link_costs>; }) return t.current_costs();
   else return costs_of<T>();
+}
+
+// What the concept leaves open, declared by each transport as
+// `static constexpr transport_traits traits` and read through traits_of<T>(). The
+// defaults promise the least, so a transport that declares nothing is taken at its
+// weakest. Code (and the conformance suite) reads these instead of transport names.
+enum class send_completion : std::uint8_t {
+  at_delivery,    // a send completes once its receiver has taken the message (rendezvous)
+  when_buffered,  // a small send completes before its receive is posted
+};
+
+enum class cancel_mid_transfer : std::uint8_t {
+  unspecified,   // later messages between the pair may stall until their deadline
+  link_fails,    // the cancelling rank's later operations with that peer throw errc::protocol_error
+  link_goes_on,  // later messages between the pair move as usual
+};
+
+struct transport_traits {
+  send_completion sends = send_completion::at_delivery;
+  bool fifo_equal_tags = false;             // messages with one (peer, tag) match in the order sent
+  std::size_t early_message_bytes = 0;      // an unexpected message this small is taken in on arrival
+  bool large_early_message_blocks_peer = true;  // a larger one waits in the link, the peer's later ones behind it
+  bool sender_sees_size_refusal = false;    // a send whose receive refused its size fails (buffer_size_mismatch)
+  cancel_mid_transfer cancel_halfway = cancel_mid_transfer::unspecified;
+  bool reports_departed_peer = false;       // a peer that destroys its transport: errc::peer_lost
+  bool ranks_can_be_processes = false;      // so one can die; its peers then get errc::peer_lost
+};
+
+template <class T>
+constexpr transport_traits traits_of() {
+  if constexpr (requires { { T::traits } -> std::convertible_to<transport_traits>; }) return T::traits;
+  else return transport_traits{};
 }
 
 // Names what a model of transport lacks.

@@ -1,19 +1,19 @@
-// What every front-end call shares: buffer concepts, argument checks that throw
-// before any byte moves, and the step from a call to its schedule and executor.
+// What every front-end call shares: argument checks that throw before any byte
+// moves, and the step from a call to its schedule and executor.
 #pragma once
 
+#include <concepts>
 #include <cstddef>
 #include <limits>
-#include <ranges>
 #include <span>
 #include <string>
 #include <type_traits>
 
-#include "../algorithm/automatic.hpp"
 #include "../algorithm/executor.hpp"
 #include "../algorithm/schedule.hpp"
 #include "../communicator.hpp"
 #include "../concepts/algorithm.hpp"
+#include "../concepts/buffer.hpp"
 #include "../concepts/reduce_op.hpp"
 #include "../error.hpp"
 #include "../log.hpp"
@@ -21,31 +21,6 @@
 #include "call_check.hpp"
 
 namespace collectives {
-
-// A buffer is any contiguous sized range (std::span, std::vector, std::array, ...).
-// Its memory space is host memory unless the range type says otherwise with a
-// nested `memory_space` type (as device spans do).
-template <class R>
-concept buffer = std::ranges::contiguous_range<R> && std::ranges::sized_range<R>;
-
-template <class R>
-concept writable_buffer =
-    buffer<R> && !std::is_const_v<std::remove_reference_t<std::ranges::range_reference_t<R>>>;
-
-template <class R>
-using element_of = std::remove_cv_t<std::ranges::range_value_t<R>>;
-
-template <class R>
-struct memory_space_trait {
-  using type = host_memory;
-};
-template <class R>
-  requires requires { typename R::memory_space; }
-struct memory_space_trait<R> {
-  using type = typename R::memory_space;
-};
-template <class R>
-using memory_space_of = typename memory_space_trait<std::remove_cvref_t<R>>::type;
 
 namespace detail {
 
@@ -132,18 +107,20 @@ template <class Algorithm, class Op, class T>
 constexpr bool check_reduction() {
   static_assert(check_reduce_op<Op, T>());
   static_assert(Algorithm::preserves_rank_order || is_commutative_v<Op>,
-                "collectives: this algorithm (ring) applies the op out of rank order and the op is not declared "
+                "collectives: this algorithm applies the op out of rank order and the op is not declared "
                 "commutative: add `static constexpr bool commutative = true;` to it, wrap it with "
-                "collectives::commutative(op), or use double_binary_tree, direct or automatic");
+                "collectives::commutative(op), or use an algorithm that keeps rank order (automatic does)");
   return true;
 }
 
-// The algorithm that will run the call: Algorithm itself, or what automatic picks.
+// The algorithm that will run the call: Algorithm itself, or the one a composition
+// such as automatic picks.
 template <class Algorithm, class Kind>
-const char* algorithm_name(Kind k, const plan_request& r) {
-  if constexpr (!std::is_same_v<Algorithm, automatic>) return Algorithm::name;
-  else if constexpr (requires { automatic::choose(k, r); }) return to_string(automatic::choose(k, r));
-  else return direct::name;
+const char* running_algorithm(Kind k, const plan_request& r) {
+  if constexpr (requires { { Algorithm::chosen_name(k, r) } -> std::convertible_to<const char*>; })
+    return Algorithm::chosen_name(k, r);
+  else
+    return Algorithm::name;
 }
 
 // With COLLECTIVES_DEBUG=INFO: which algorithm each kind of call runs, whenever that
@@ -151,10 +128,11 @@ const char* algorithm_name(Kind k, const plan_request& r) {
 template <class Algorithm, class Kind, class Communicator>
 void log_algorithm(Communicator& comm, const char* call, Kind k, const plan_request& r) {
   if (!log::enabled(log::level::info)) return;
-  const char* chosen = algorithm_name<Algorithm>(k, r);
+  const char* chosen = running_algorithm<Algorithm>(k, r);
+  constexpr bool composed = requires { Algorithm::chosen_name(k, r); };  // automatic: "ring (automatic)"
   if (comm.note_algorithm(call, chosen))
     log::info("rank " + std::to_string(r.rank) + ": " + call + " of " + std::to_string(r.count * r.element_size) +
-              " bytes runs " + chosen + (std::is_same_v<Algorithm, automatic> ? " (automatic)" : ""));
+              " bytes runs " + chosen + (composed ? " (" + std::string(Algorithm::name) + ")" : ""));
 }
 
 // Plans the call with Algorithm and runs it on this rank.

@@ -1,0 +1,82 @@
+# Fails when a header under include/collectives includes a header of a higher layer,
+# or when a header belongs to no layer (a new one must be placed in the table).
+#   cmake -DINCLUDE_DIR=<dir holding collectives/> -P check_layers.cmake
+# The table is the project's layering (docs/architecture.md explains it). A header
+# may include headers of its own layer and of the layers below it. Entries are
+# regular expressions over the path below include/collectives, the first match wins.
+set(layers
+  "0 foundation:  ^(config|error|log|memory_space|settings)\\.hpp$"
+  "1 vocabulary:  ^concepts/ ^device_span\\.hpp$"
+  "2 services:    ^ops/ ^bootstrap/"
+  "3 planning:    ^algorithm/ ^device/"
+  "4 communicator: ^communicator\\.hpp$"
+  "5 transports:  ^transport/"
+  "6 calls:       ^detail/ ^(all_gather|all_reduce|all_to_all|barrier|broadcast|gather|point_to_point|reduce|reduce_scatter|scatter|run_ranks)\\.hpp$"
+  "7 umbrella:    ^collectives\\.hpp$")
+
+if(NOT INCLUDE_DIR)
+  message(FATAL_ERROR "check_layers: pass -DINCLUDE_DIR=<the include directory>")
+endif()
+set(root ${INCLUDE_DIR}/collectives)
+
+# Sets `${out}_rank` and `${out}_name` to the layer of `path` (relative to root), or
+# the rank to -1 when no entry matches.
+function(layer_of path out)
+  foreach(layer IN LISTS layers)
+    string(REGEX MATCH "^([0-9]+) ([a-z]+):" head "${layer}")
+    set(rank ${CMAKE_MATCH_1})
+    set(name ${CMAKE_MATCH_2})
+    string(REPLACE "${head}" "" patterns "${layer}")
+    string(REGEX REPLACE " +" ";" patterns "${patterns}")
+    foreach(pattern IN LISTS patterns)
+      if(pattern AND path MATCHES "${pattern}")
+        set(${out}_rank ${rank} PARENT_SCOPE)
+        set(${out}_name ${name} PARENT_SCOPE)
+        return()
+      endif()
+    endforeach()
+  endforeach()
+  set(${out}_rank -1 PARENT_SCOPE)
+endfunction()
+
+file(GLOB_RECURSE headers RELATIVE ${root} ${root}/*.hpp ${root}/*.cuh)
+list(SORT headers)
+set(problems "")
+set(checked 0)
+foreach(header IN LISTS headers)
+  layer_of(${header} own)
+  if(own_rank EQUAL -1)
+    string(APPEND problems "  ${header} belongs to no layer: add it to the table in ${CMAKE_CURRENT_LIST_FILE}\n")
+    continue()
+  endif()
+  file(STRINGS ${root}/${header} lines REGEX "^[ \t]*#[ \t]*include[ \t]*[\"<]")
+  get_filename_component(dir ${root}/${header} DIRECTORY)
+  foreach(line IN LISTS lines)
+    if(line MATCHES "#[ \t]*include[ \t]*\"([^\"]+)\"")
+      get_filename_component(target ${CMAKE_MATCH_1} ABSOLUTE BASE_DIR ${dir})
+    elseif(line MATCHES "#[ \t]*include[ \t]*<(collectives/[^>]+)>")
+      set(target ${INCLUDE_DIR}/${CMAKE_MATCH_1})
+    else()
+      continue()  # a system or third-party header
+    endif()
+    file(RELATIVE_PATH included ${root} ${target})
+    if(included MATCHES "^\\.\\./")
+      string(APPEND problems "  ${header} includes ${included}, outside include/collectives\n")
+      continue()
+    endif()
+    layer_of(${included} theirs)
+    math(EXPR checked "${checked} + 1")
+    if(theirs_rank EQUAL -1)
+      string(APPEND problems "  ${header} includes ${included}, which belongs to no layer\n")
+    elseif(theirs_rank GREATER own_rank)
+      string(APPEND problems "  ${header} (layer ${own_rank}, ${own_name}) includes ${included} "
+                             "(layer ${theirs_rank}, ${theirs_name}): an include that climbs\n")
+    endif()
+  endforeach()
+endforeach()
+
+list(LENGTH headers count)
+if(problems)
+  message(FATAL_ERROR "check_layers: headers that break the layering:\n${problems}")
+endif()
+message(STATUS "check_layers: ${count} headers, ${checked} includes of the library's own headers, none climbs")
