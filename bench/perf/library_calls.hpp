@@ -3,7 +3,9 @@
 // buffer kind (std::span over host memory in ours.hpp, device_span in ours_device.hpp).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -30,24 +32,47 @@ auto kind_of() {
   else return coll::kind::scatter{};
 }
 
-enum class algorithm_choice { ring, tree, direct, automatic };
+// The algorithms --algo names: automatic's candidates, then automatic itself, each by
+// its name; the flags keep their short spellings for two of them.
+template <class... Candidates>
+auto with_automatic(coll::algorithm_list<Candidates...>) -> coll::algorithm_list<Candidates..., coll::automatic>;
+using algorithms = decltype(with_automatic(coll::automatic::candidates{}));
 
-inline algorithm_choice algorithm_named(std::string_view name) {
-  if (name == "ring") return algorithm_choice::ring;
-  if (name == "tree") return algorithm_choice::tree;
-  if (name == "direct") return algorithm_choice::direct;
-  return algorithm_choice::automatic;
+template <class A>
+inline constexpr std::string_view flag_name = A::name;
+template <>
+inline constexpr std::string_view flag_name<coll::double_binary_tree> = "tree";
+template <>
+inline constexpr std::string_view flag_name<coll::automatic> = "auto";
+
+// An algorithm as its place in `algorithms`.
+using algorithm_choice = std::size_t;
+
+inline std::optional<algorithm_choice> algorithm_named(std::string_view flag) {
+  return []<class... As>(std::string_view f, coll::algorithm_list<As...>) -> std::optional<algorithm_choice> {
+    algorithm_choice i = 0;
+    if (((f == flag_name<As> || f == std::string_view(As::name) ? true : (++i, false)) || ...)) return i;
+    return std::nullopt;
+  }(flag, algorithms{});
+}
+
+// "ring, tree, direct or auto" for messages, "ring tree direct auto" for the usage.
+inline std::string algorithm_flags(std::string_view separator = ", ", std::string_view last_separator = " or ") {
+  return [&]<class... As>(coll::algorithm_list<As...>) {
+    std::string out;
+    std::size_t left = sizeof...(As);
+    ((out.append(flag_name<As>), out.append(--left > 1 ? separator : left == 1 ? last_separator : "")), ...);
+    return out;
+  }(algorithms{});
 }
 
 // Calls f.template operator()<Algorithm>() with the algorithm type `a` stands for.
 template <class F>
 void with_algorithm(algorithm_choice a, F&& f) {
-  switch (a) {
-    case algorithm_choice::ring: f.template operator()<coll::ring>(); return;
-    case algorithm_choice::tree: f.template operator()<coll::double_binary_tree>(); return;
-    case algorithm_choice::direct: f.template operator()<coll::direct>(); return;
-    case algorithm_choice::automatic: f.template operator()<coll::automatic>(); return;
-  }
+  [&]<class... As>(coll::algorithm_list<As...>) {
+    algorithm_choice i = 0;
+    ((i++ == a ? (f.template operator()<As>(), 0) : 0), ...);
+  }(algorithms{});
 }
 
 // Whether the algorithm has a schedule for the collective (README: ring has none for
@@ -127,7 +152,7 @@ class backend_base {
   static constexpr bool reduce_scatter_in_place_result_at_own_part = true;
 
   backend_base(Communicator& comm, std::string algorithm, std::string how_joined)
-      : comm_(comm), algorithm_name_(std::move(algorithm)), algorithm_(algorithm_named(algorithm_name_)),
+      : comm_(comm), algorithm_name_(std::move(algorithm)), algorithm_(algorithm_named(algorithm_name_).value_or(0)),
         how_joined_(std::move(how_joined)) {}
 
   int rank() const { return comm_.rank(); }

@@ -24,7 +24,7 @@ struct options {
   std::vector<op_kind> ops{op_kind::sum};
   std::vector<element_type> types{element_type::float32};
   int root = 0;
-  std::string algorithm = "auto";  // ring, tree, direct, auto
+  std::string algorithm = "auto";  // a name from library_calls.hpp's list, or auto
   std::string transport;           // empty: as the launcher/environment has it
   bool in_place = false;
   std::string json_path;
@@ -34,7 +34,8 @@ struct options {
 // Who parses: the two programs differ in --algo and --transport only.
 enum class program { collectives, openmpi };
 
-inline void print_usage(std::FILE* to, program who) {
+// `algorithms`: what --algo takes in this library's programs (library_calls.hpp lists them).
+inline void print_usage(std::FILE* to, program who, const std::string& algorithms = {}) {
   if (who == program::collectives)
     std::fputs("usage: <collective>_perf [flags]               e.g. all_reduce_perf -b 8 -e 64M -f 2\n"
                "       collectives_perf <collective> [flags]   (the <collective>_perf programs are links to it)\n"
@@ -58,16 +59,17 @@ inline void print_usage(std::FILE* to, program who) {
       "  -d, --datatype TYPE    float double int32 int64 uint8, or all; default float\n"
       "  -r, --root N           root of broadcast, reduce, gather, scatter; default 0\n",
       to);
-  if (who == program::collectives)
-    std::fputs("      --algo A           ring tree direct auto; default auto\n"
-               "      --transport T      shm tcp auto: sets COLLECTIVES_TRANSPORT for this program\n"
+  if (who == program::collectives) {
+    std::fprintf(to, "      --algo A           %s; default auto\n", algorithms.c_str());
+    std::fputs("      --transport T      shm tcp auto: sets COLLECTIVES_TRANSPORT for this program\n"
                "                         (collectives-run --transport does the same for the whole job)\n",
                to);
-  else
+  } else {
     std::fputs("      --algo auto        Open MPI's own choice (the only one offered)\n"
                "      --transport NAME   label for the output (mpirun --mca btl picks the real one);\n"
                "                         default: read from OMPI_MCA_btl\n",
                to);
+  }
   std::fputs(
       "      --in-place         time the in-place form\n"
       "      --json FILE        append one JSON object per result line (\"wrong\": null with -c 0)\n"
@@ -200,13 +202,8 @@ inline parse_result parse_options(int argc, char** argv, int first, program who)
       }
     } else if (is(nullptr, "--algo")) {
       if (auto v = take()) {
-        o.algorithm = *v;
-        const bool known = who == program::collectives
-                               ? (*v == "ring" || *v == "tree" || *v == "direct" || *v == "auto")
-                               : *v == "auto";
-        if (!known)
-          fail("--algo " + *v + (who == program::collectives ? ": expected ring, tree, direct or auto"
-                                                               : ": Open MPI's twin offers only auto (its own choice)"));
+        o.algorithm = *v;  // this library's programs check it against their list of algorithms
+        if (who == program::openmpi && *v != "auto") fail("--algo " + *v + ": Open MPI's twin offers only auto (its own choice)");
       }
     } else if (is(nullptr, "--transport")) {
       if (auto v = take()) {

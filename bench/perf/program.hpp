@@ -50,7 +50,7 @@ inline command_line read_command_line(int argc, char** argv, std::string_view su
   command_line line{parsed.opts, which ? std::string(name_of(*which)).append(suffix) : std::string(program), {}};
   if (parsed.help) {
     if (extra_help) std::puts(extra_help);
-    print_usage(stdout, program::collectives);
+    print_usage(stdout, program::collectives, algorithm_flags(" ", " "));
     line.finished = 0;
   } else if (!which) {
     line.finished = refuse(line.name, argc > 1 ? "'" + std::string(argv[1]) + "' is not a collective" : "name the collective to time");
@@ -58,9 +58,11 @@ inline command_line read_command_line(int argc, char** argv, std::string_view su
     line.finished = refuse(line.name, parsed.error);
   } else {
     line.opts.which = *which;
-    if (!algorithm_implements(algorithm_named(line.opts.algorithm), *which))
-      line.finished = refuse(line.name, "--algo " + line.opts.algorithm + " has no " + std::string(name_of(*which)) +
-                                            " (direct and auto have all)");
+    const auto algorithm = algorithm_named(line.opts.algorithm);
+    if (!algorithm)
+      line.finished = refuse(line.name, "--algo " + line.opts.algorithm + ": expected " + algorithm_flags());
+    else if (!algorithm_implements(*algorithm, *which))
+      line.finished = refuse(line.name, "--algo " + line.opts.algorithm + " has no " + std::string(name_of(*which)));
   }
   return line;
 }

@@ -16,7 +16,7 @@ template <algorithm Algorithm = automatic, transport Tr, buffer In, writable_buf
 void all_gather(communicator<Tr>& comm, const In& input, Out&& output) {
   using T = element_of<Out>;
   static_assert(implements<Algorithm, kind::all_gather>,
-                "collectives: this algorithm does not implement all_gather (ring, direct and automatic do)");
+                "collectives: this algorithm does not implement all_gather");
   const char* call = "all_gather";
   const std::size_t n = std::ranges::size(input);
   const std::size_t total = detail::checked_product(call, n, static_cast<std::size_t>(comm.size()));
@@ -41,7 +41,7 @@ template <algorithm Algorithm = automatic, transport Tr, buffer In, writable_buf
 void all_gatherv(communicator<Tr>& comm, const In& input, Out&& output, std::span<const std::size_t> counts) {
   using T = element_of<Out>;
   static_assert(implements<Algorithm, kind::all_gatherv>,
-                "collectives: this algorithm does not implement all_gatherv (ring, direct and automatic do)");
+                "collectives: this algorithm does not implement all_gatherv");
   const char* call = "all_gatherv";
   detail::check_counts(call, counts, comm.size());
   const std::size_t total = detail::checked_total(call, counts);

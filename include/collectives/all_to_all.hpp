@@ -18,7 +18,7 @@ template <algorithm Algorithm = automatic, transport Tr, buffer In, writable_buf
 void all_to_all(communicator<Tr>& comm, const In& input, Out&& output) {
   using T = element_of<Out>;
   static_assert(implements<Algorithm, kind::all_to_all>,
-                "collectives: this algorithm does not implement all_to_all (direct and automatic do)");
+                "collectives: this algorithm does not implement all_to_all");
   const char* call = "all_to_all";
   const std::size_t n = detail::slot_of(call, std::ranges::size(input), comm.size());
   detail::check_size(call, "output", std::ranges::size(output), std::ranges::size(input));
@@ -47,7 +47,7 @@ void all_to_allv(communicator<Tr>& comm, const In& input, std::span<const std::s
                  std::span<const std::size_t> recv_counts) {
   using T = element_of<Out>;
   static_assert(implements<Algorithm, kind::all_to_allv>,
-                "collectives: this algorithm does not implement all_to_allv (direct and automatic do)");
+                "collectives: this algorithm does not implement all_to_allv");
   const char* call = "all_to_allv";
   detail::check_counts(call, send_counts, comm.size());
   detail::check_counts(call, recv_counts, comm.size());

@@ -15,7 +15,7 @@ template <algorithm Algorithm = automatic, transport Tr, buffer In, writable_buf
   requires std::same_as<element_of<In>, element_of<Out>>
 void gather(communicator<Tr>& comm, const In& input, Out&& output, int root) {
   using T = element_of<Out>;
-  static_assert(implements<Algorithm, kind::gather>, "collectives: this algorithm does not implement gather (direct and automatic do)");
+  static_assert(implements<Algorithm, kind::gather>, "collectives: this algorithm does not implement gather");
   const char* call = "gather";
   detail::check_root(call, root, comm.size());
   const std::size_t n = std::ranges::size(input);
@@ -40,7 +40,7 @@ template <algorithm Algorithm = automatic, transport Tr, buffer In, writable_buf
   requires std::same_as<element_of<In>, element_of<Out>>
 void gatherv(communicator<Tr>& comm, const In& input, Out&& output, std::span<const std::size_t> counts, int root) {
   using T = element_of<Out>;
-  static_assert(implements<Algorithm, kind::gatherv>, "collectives: this algorithm does not implement gatherv (direct and automatic do)");
+  static_assert(implements<Algorithm, kind::gatherv>, "collectives: this algorithm does not implement gatherv");
   const char* call = "gatherv";
   detail::check_root(call, root, comm.size());
   detail::check_counts(call, counts, comm.size());

@@ -19,7 +19,7 @@ inline void check_peer(const char* call, int peer, int rank, int size) {
                                         " is not another rank of a communicator of size " + std::to_string(size));
 }
 
-// Point-to-point messages use call number 0, which no collective call takes.
+// Point-to-point messages use a call number of their own, which no collective call takes.
 template <class Space, transport Tr, class T>
 void run_message(communicator<Tr>& comm, const char* call, const operation& message, const T* input, T* output) {
   static_assert(std::is_trivially_copyable_v<T>,
@@ -28,7 +28,7 @@ void run_message(communicator<Tr>& comm, const char* call, const operation& mess
   plan.add(message);
   no_reduce op;
   execute<Space>(plan, comm.transport(), call_buffers<T, Space>{input, output}, op,
-                 call_context::starting_now(call, 0, comm.timeout()), comm.workspace());
+                 call_context::starting_now(call, reserved_call::point_to_point, comm.timeout()), comm.workspace());
 }
 
 }  // namespace detail

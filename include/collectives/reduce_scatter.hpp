@@ -17,7 +17,7 @@ template <algorithm Algorithm = automatic, transport Tr, buffer In, writable_buf
 void reduce_scatter(communicator<Tr>& comm, const In& input, Out&& output, Op op) {
   using T = element_of<Out>;
   static_assert(implements<Algorithm, kind::reduce_scatter>,
-                "collectives: this algorithm does not implement reduce_scatter (ring, direct and automatic do)");
+                "collectives: this algorithm does not implement reduce_scatter");
   static_assert(detail::check_reduction<Algorithm, Op, T>());
   const char* call = "reduce_scatter";
   const std::size_t n = std::ranges::size(output);
@@ -43,7 +43,7 @@ template <algorithm Algorithm = automatic, transport Tr, buffer In, writable_buf
 void reduce_scatterv(communicator<Tr>& comm, const In& input, Out&& output, std::span<const std::size_t> counts, Op op) {
   using T = element_of<Out>;
   static_assert(implements<Algorithm, kind::reduce_scatterv>,
-                "collectives: this algorithm does not implement reduce_scatterv (ring, direct and automatic do)");
+                "collectives: this algorithm does not implement reduce_scatterv");
   static_assert(detail::check_reduction<Algorithm, Op, T>());
   const char* call = "reduce_scatterv";
   detail::check_counts(call, counts, comm.size());

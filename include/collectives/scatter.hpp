@@ -15,7 +15,7 @@ template <algorithm Algorithm = automatic, transport Tr, buffer In, writable_buf
   requires std::same_as<element_of<In>, element_of<Out>>
 void scatter(communicator<Tr>& comm, const In& input, Out&& output, int root) {
   using T = element_of<Out>;
-  static_assert(implements<Algorithm, kind::scatter>, "collectives: this algorithm does not implement scatter (direct and automatic do)");
+  static_assert(implements<Algorithm, kind::scatter>, "collectives: this algorithm does not implement scatter");
   const char* call = "scatter";
   detail::check_root(call, root, comm.size());
   const std::size_t n = std::ranges::size(output);
@@ -40,7 +40,7 @@ template <algorithm Algorithm = automatic, transport Tr, buffer In, writable_buf
   requires std::same_as<element_of<In>, element_of<Out>>
 void scatterv(communicator<Tr>& comm, const In& input, Out&& output, std::span<const std::size_t> counts, int root) {
   using T = element_of<Out>;
-  static_assert(implements<Algorithm, kind::scatterv>, "collectives: this algorithm does not implement scatterv (direct and automatic do)");
+  static_assert(implements<Algorithm, kind::scatterv>, "collectives: this algorithm does not implement scatterv");
   const char* call = "scatterv";
   detail::check_root(call, root, comm.size());
   detail::check_counts(call, counts, comm.size());

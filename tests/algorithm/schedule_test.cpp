@@ -3,9 +3,12 @@
 // deadlock, every reduced element holds each rank's part exactly once (and, for
 // direct all_reduce, in the documented grouping), and step counts match the textbook.
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <map>
 #include <set>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -579,33 +582,150 @@ TEST_CASE("double binary tree: depth ceil(log2(P+1)), in-order, each rank a leaf
 
 TEST_CASE("cost model: direct all_reduce takes one latency up to direct_policy's limit, two above it") {
   const coll::link_costs latency_only{.latency_s = 1, .per_message_s = 0, .seconds_per_byte = 0, .reduce_seconds_per_byte = 0};
-  const double limit_bytes = double(coll::direct::policy.one_round_all_reduce_max_bytes);
+  const std::size_t limit_bytes = coll::direct::policy.one_round_all_reduce_max_bytes;
+  const coll::kind::all_reduce all_reduce;
   for (int p : {2, 3, 8, 64}) {
     INFO("P=", p);
-    CHECK(coll::cost::direct_all_reduce(p, 8, latency_only) == 1.0);
-    CHECK(coll::cost::direct_all_reduce(p, limit_bytes, latency_only) == 1.0);
-    CHECK(coll::cost::direct_all_reduce(p, limit_bytes + 1, latency_only) == 2.0);
-    CHECK(coll::cost::ring_all_reduce(p, 8, latency_only) >= 2.0);
-    CHECK(coll::cost::tree_all_reduce(p, 8, latency_only) >= 2.0);
+    auto bytes = [&](std::size_t n) { return coll::plan_request{.size = p, .count = n, .element_size = 1, .costs = latency_only}; };
+    CHECK(coll::direct::cost(all_reduce, bytes(8)) == 1.0);
+    CHECK(coll::direct::cost(all_reduce, bytes(limit_bytes)) == 1.0);
+    CHECK(coll::direct::cost(all_reduce, bytes(limit_bytes + 1)) == 2.0);
+    CHECK(coll::ring::cost(all_reduce, bytes(8)) >= 2.0);
+    CHECK(coll::double_binary_tree::cost(all_reduce, bytes(8)) >= 2.0);
   }
 }
 
 TEST_CASE("automatic: direct for tiny messages, ring for large commutative ones, never ring otherwise") {
+  const std::string_view ring = coll::ring::name, direct = coll::direct::name;
   for (int p : {2, 3, 4, 8, 16}) {
     INFO("P=", p);
     coll::plan_request tiny{.size = p, .count = 2, .element_size = 4};
     coll::plan_request large{.size = p, .count = std::size_t{16} << 20, .element_size = 4};
     // direct's one round takes one latency, ring, tree and its own two rounds at least two.
-    CHECK(coll::automatic::choose(coll::kind::all_reduce{}, tiny) == coll::algorithm_choice::direct);
+    CHECK(coll::automatic::chosen_name(coll::kind::all_reduce{}, tiny) == direct);
     tiny.commutative = false;
-    CHECK(coll::automatic::choose(coll::kind::all_reduce{}, tiny) == coll::algorithm_choice::direct);
-    CHECK(coll::automatic::choose(coll::kind::all_reduce{}, large) == coll::algorithm_choice::ring);
+    CHECK(coll::automatic::chosen_name(coll::kind::all_reduce{}, tiny) == direct);
+    CHECK(coll::automatic::chosen_name(coll::kind::all_reduce{}, large) == ring);
     large.commutative = false;
-    CHECK(coll::automatic::choose(coll::kind::all_reduce{}, large) != coll::algorithm_choice::ring);
+    CHECK(coll::automatic::chosen_name(coll::kind::all_reduce{}, large) != ring);
     for (std::size_t n = 1; n < (std::size_t{1} << 28); n *= 3) {
       coll::plan_request any{.size = p, .count = n, .element_size = 4, .commutative = false};
-      CHECK(coll::automatic::choose(coll::kind::all_reduce{}, any) != coll::algorithm_choice::ring);
-      CHECK(coll::automatic::choose(coll::kind::reduce{}, any) != coll::algorithm_choice::ring);
+      CHECK(coll::automatic::chosen_name(coll::kind::all_reduce{}, any) != ring);
+      CHECK(coll::automatic::chosen_name(coll::kind::reduce{}, any) != ring);
     }
   }
+}
+
+// The choice automatic made when it held one closed list of cost functions, kept here
+// as the reference its composition over algorithm types must agree with.
+namespace reference_choice {
+double ring_all_reduce(int p, double bytes, const coll::link_costs& c) {
+  const double share = bytes * (p - 1) / p;
+  return 2.0 * (p - 1) * (c.latency_s + c.per_message_s) + 2.0 * share * c.seconds_per_byte;
+}
+double tree_all_reduce(int p, double bytes, const coll::link_costs& c) {
+  return 2.0 * coll::double_binary_tree::depth(p) * (c.latency_s + c.per_message_s) + 2.0 * bytes * c.seconds_per_byte;
+}
+double direct_all_reduce(int p, double bytes, const coll::link_costs& c) {
+  if (bytes <= double(coll::direct::policy.one_round_all_reduce_max_bytes))
+    return c.latency_s + (p - 1) * (c.per_message_s + bytes * (c.seconds_per_byte + c.reduce_seconds_per_byte));
+  const double share = bytes * (p - 1) / p;
+  return 2.0 * c.latency_s + 2.0 * (p - 1) * c.per_message_s + 2.0 * share * c.seconds_per_byte +
+         share * c.reduce_seconds_per_byte;
+}
+std::string_view cheapest(const coll::plan_request& r, double ring_s, double tree_s, double direct_s) {
+  if (!r.commutative) ring_s = std::numeric_limits<double>::infinity();
+  auto clearly_below = [](double a, double b) { return a < b * (1 - 1e-9); };
+  std::string_view best = coll::ring::name;
+  double best_s = ring_s;
+  if (clearly_below(tree_s, best_s)) best = coll::double_binary_tree::name, best_s = tree_s;
+  if (clearly_below(direct_s, best_s)) best = coll::direct::name;
+  return best;
+}
+std::string_view all_reduce(const coll::plan_request& r) {
+  const double b = double(r.count) * r.element_size;
+  return cheapest(r, ring_all_reduce(r.size, b, r.costs), tree_all_reduce(r.size, b, r.costs), direct_all_reduce(r.size, b, r.costs));
+}
+std::string_view rooted(const coll::plan_request& r) {
+  const double b = double(r.count) * r.element_size;
+  const auto& c = r.costs;
+  const int p = r.size;
+  return cheapest(r, (p - 1) * (c.latency_s + c.per_message_s) + b * c.seconds_per_byte,
+                  coll::double_binary_tree::depth(p) * (c.latency_s + c.per_message_s) + b * c.seconds_per_byte,
+                  c.latency_s + (p - 1) * (c.per_message_s + b * c.seconds_per_byte));
+}
+std::string_view sharded(const coll::plan_request& r) {
+  double b = double(r.count) * r.element_size;
+  if (!r.counts.empty()) {
+    b = 0;
+    for (auto n : r.counts) b = std::fmax(b, double(n) * r.element_size);
+  }
+  const auto& c = r.costs;
+  const int p = r.size;
+  return cheapest(r, (p - 1) * (c.latency_s + c.per_message_s + b * c.seconds_per_byte),
+                  std::numeric_limits<double>::infinity(), c.latency_s + (p - 1) * (c.per_message_s + b * c.seconds_per_byte));
+}
+}  // namespace reference_choice
+
+TEST_CASE("automatic: its composition picks what the closed list of cost functions picked") {
+  // The default figures, shm's, tcp's and device_ipc's, and latency alone.
+  const coll::link_costs links[] = {
+      coll::link_costs{},
+      {.latency_s = 1e-6, .per_message_s = 0.3e-6, .seconds_per_byte = 1.0 / 5e9, .reduce_seconds_per_byte = 1.0 / 8e9},
+      {.latency_s = 25e-6, .per_message_s = 4e-6, .seconds_per_byte = 1.0 / 2.5e9, .reduce_seconds_per_byte = 1.0 / 8e9},
+      {.latency_s = 10e-6, .per_message_s = 2e-6, .seconds_per_byte = 1.0 / 100e9, .reduce_seconds_per_byte = 1.0 / 200e9},
+      {.latency_s = 1, .per_message_s = 0, .seconds_per_byte = 0, .reduce_seconds_per_byte = 0}};
+  int compared = 0;
+  for (const auto& c : links)
+    for (int p : {1, 2, 3, 4, 5, 8, 16, 64})
+      for (bool commutative : {true, false})
+        for (std::size_t n = 1; n < (std::size_t{1} << 30); n = n * 2 + n / 3) {
+          const std::vector<std::size_t> uneven = [&] {
+            std::vector<std::size_t> v(std::size_t(p), n);
+            v[0] = n / 2 + 1;
+            return v;
+          }();
+          coll::plan_request r{.size = p, .count = n, .element_size = 4, .commutative = commutative, .costs = c};
+          coll::plan_request v = r;
+          v.counts = uneven;
+          INFO("P=", p, " n=", n, " commutative=", commutative);
+          CHECK(coll::automatic::chosen_name(coll::kind::all_reduce{}, r) == reference_choice::all_reduce(r));
+          CHECK(coll::automatic::chosen_name(coll::kind::broadcast{}, r) == reference_choice::rooted(r));
+          CHECK(coll::automatic::chosen_name(coll::kind::reduce{}, r) == reference_choice::rooted(r));
+          CHECK(coll::automatic::chosen_name(coll::kind::all_gather{}, r) == reference_choice::sharded(r));
+          CHECK(coll::automatic::chosen_name(coll::kind::reduce_scatter{}, r) == reference_choice::sharded(r));
+          CHECK(coll::automatic::chosen_name(coll::kind::all_gatherv{}, v) == reference_choice::sharded(v));
+          CHECK(coll::automatic::chosen_name(coll::kind::reduce_scatterv{}, v) == reference_choice::sharded(v));
+          const std::string_view direct = coll::direct::name;
+          CHECK(coll::automatic::chosen_name(coll::kind::gather{}, r) == direct);
+          CHECK(coll::automatic::chosen_name(coll::kind::all_to_all{}, r) == direct);
+          CHECK(coll::automatic::chosen_name(coll::kind::barrier{}, r) == direct);
+          ++compared;
+        }
+  CHECK(compared > 1000);
+}
+
+// An algorithm the library does not ship: automatic_of takes it beside the built-in
+// ones, with nothing else to edit.
+struct always_one_latency {
+  static constexpr const char* name = "always_one_latency";
+  static constexpr bool preserves_rank_order = true;
+  static coll::schedule plan(coll::kind::all_reduce k, const coll::plan_request& r) { return coll::direct::plan(k, r); }
+  static double cost(coll::kind::all_reduce, const coll::plan_request& r) { return r.costs.latency_s; }
+};
+
+TEST_CASE("automatic_of: a list of algorithm types, any of them user-written") {
+  using with_mine = coll::automatic_of<coll::ring, coll::double_binary_tree, coll::direct, always_one_latency>;
+  static_assert(coll::implements<with_mine, coll::kind::all_reduce> && coll::implements<with_mine, coll::kind::all_to_all>);
+  const coll::plan_request large{.size = 4, .count = std::size_t{16} << 20, .element_size = 4};
+  CHECK(std::string_view(with_mine::chosen_name(coll::kind::all_reduce{}, large)) == always_one_latency::name);
+  CHECK(std::string_view(with_mine::chosen_name(coll::kind::all_gather{}, large)) ==
+        coll::automatic::chosen_name(coll::kind::all_gather{}, large));
+  CHECK(with_mine::plan(coll::kind::all_reduce{}, large).ops.size() == coll::direct::plan(coll::kind::all_reduce{}, large).ops.size());
+  // Only ring: it is not offered an op that needs rank order.
+  using only_ring = coll::automatic_of<coll::ring>;
+  static_assert(!only_ring::preserves_rank_order && !coll::implements<only_ring, coll::kind::gather>);
+  coll::plan_request ordered = large;
+  ordered.commutative = false;
+  CHECK_THROWS_AS(only_ring::plan(coll::kind::all_reduce{}, ordered), coll::error);
 }

@@ -1,13 +1,15 @@
 // automatic: picks, per call, the cheapest algorithm that implements the collective
-// (and keeps rank order when the op needs it), by an alpha-beta cost model fed with
-// the transport's link_costs. Each candidate's schedule is compiled in; only the
-// choice among them happens at run time.
+// (and keeps rank order when the op needs it), by the alpha-beta cost each algorithm
+// estimates from the transport's link_costs. Each candidate's schedule is compiled
+// in; only the choice among them happens at run time. automatic_of composes any list
+// of algorithms; `automatic` is the library's default list.
 #pragma once
 
-#include <cmath>
-#include <limits>
+#include <cstddef>
+#include <string_view>
 
 #include "../concepts/algorithm.hpp"
+#include "../error.hpp"
 #include "direct.hpp"
 #include "ring.hpp"
 #include "schedule.hpp"
@@ -15,9 +17,99 @@
 
 namespace collectives {
 
-enum class algorithm_choice { ring, double_binary_tree, direct };
+template <algorithm... Algorithms>
+struct automatic_of {
+  static_assert(sizeof...(Algorithms) > 0, "collectives: automatic_of needs at least one algorithm");
 
-inline const char* to_string(algorithm_choice c) {
+  static constexpr const char* name = "automatic";
+  // It never picks an algorithm that reorders the op for an op that needs rank order.
+  static constexpr bool preserves_rank_order = (Algorithms::preserves_rank_order || ...);
+  using candidates = algorithm_list<Algorithms...>;
+
+  template <class Kind>
+    requires(implements<Algorithms, Kind> || ...)
+  static schedule plan(Kind k, const plan_request& r) {
+    schedule s;
+    visit_chosen(k, r, [&]<class A>() { s = A::plan(k, r); });
+    return s;
+  }
+
+  // The name of the algorithm that plans this call (for the debug log and the tests).
+  template <class Kind>
+    requires(implements<Algorithms, Kind> || ...)
+  static const char* chosen_name(Kind k, const plan_request& r) {
+    const char* chosen = nullptr;
+    visit_chosen(k, r, [&]<class A>() { chosen = A::name; });
+    return chosen;
+  }
+
+ private:
+  static constexpr std::size_t none = sizeof...(Algorithms);
+
+  // The candidates are the algorithms that implement Kind and may apply the op; among
+  // those that estimate a cost, the cheapest wins, and without any estimate the first
+  // does. Ties (equal estimates, up to rounding) go to the earlier one in the list, so
+  // that the choice does not flip with the last bits of a size.
+  template <class Kind>
+  static std::size_t chosen_index(Kind k, const plan_request& r) {
+    auto clearly_below = [](double a, double b) { return a < b * (1 - 1e-9); };
+    std::size_t first = none, cheapest = none, i = 0;
+    double cheapest_s = 0;
+    auto consider = [&]<class A>() {
+      if constexpr (implements<A, Kind>) {
+        if (A::preserves_rank_order || r.commutative) {
+          if (first == none) first = i;
+          if constexpr (estimates_cost<A, Kind>) {
+            const double s = A::cost(k, r);
+            if (cheapest == none || clearly_below(s, cheapest_s)) cheapest = i, cheapest_s = s;
+          }
+        }
+      }
+      ++i;
+    };
+    (consider.template operator()<Algorithms>(), ...);
+    return cheapest != none ? cheapest : first;
+  }
+
+  // Calls f.template operator()<A>() for the chosen algorithm A.
+  template <class Kind, class F>
+  static void visit_chosen(Kind k, const plan_request& r, F&& f) {
+    const std::size_t chosen = chosen_index(k, r);
+    if (chosen == none)
+      throw error(errc::invalid_config, "automatic: no algorithm of its list implements this collective in rank order");
+    std::size_t i = 0;
+    auto call_if_chosen = [&]<class A>() {
+      if constexpr (implements<A, Kind>)
+        if (i == chosen) f.template operator()<A>();
+      ++i;
+    };
+    (call_if_chosen.template operator()<Algorithms>(), ...);
+  }
+};
+
+// Deprecated with automatic::choose, the only thing that answers with it: the closed
+// list of algorithms automatic used to pick from (chosen_name names any of the list).
+enum class algorithm_choice {
+  ring,
+  double_binary_tree,
+  direct,
+};
+
+// The default list; its order breaks ties (ring, then the tree, then direct).
+struct automatic : automatic_of<ring, double_binary_tree, direct> {
+  // Answers for the three algorithms the enum names, as it always did.
+  template <class Kind>
+  [[deprecated("use automatic::chosen_name")]] static algorithm_choice choose(Kind k, const plan_request& r)
+    requires estimates_cost<direct, Kind>
+  {
+    const std::string_view chosen = chosen_name(k, r);
+    if (chosen == ring::name) return algorithm_choice::ring;
+    if (chosen == double_binary_tree::name) return algorithm_choice::double_binary_tree;
+    return algorithm_choice::direct;
+  }
+};
+
+[[deprecated("use the algorithm's name")]] inline const char* to_string(algorithm_choice c) {
   switch (c) {
     case algorithm_choice::ring: return ring::name;
     case algorithm_choice::double_binary_tree: return double_binary_tree::name;
@@ -26,107 +118,44 @@ inline const char* to_string(algorithm_choice c) {
   return "?";
 }
 
-// Estimated seconds for one call: latency of the steps on the critical path, plus
-// the bytes the busiest rank moves and, where reductions cannot overlap with
-// transfers, the time to combine them.
+// Deprecated: the cost model's functions from before each algorithm estimated its own
+// (rooted: broadcast and reduce; sharded: all_gather and reduce_scatter).
 namespace cost {
-
+inline plan_request request_of(int p, double bytes, const link_costs& c) {
+  return {.size = p, .count = static_cast<std::size_t>(bytes), .element_size = 1, .costs = c};
+}
+[[deprecated("use ring::cost(kind::all_reduce{}, request)")]]
 inline double ring_all_reduce(int p, double bytes, const link_costs& c) {
-  const double share = bytes * (p - 1) / p;
-  return 2.0 * (p - 1) * (c.latency_s + c.per_message_s) + 2.0 * share * c.seconds_per_byte;
+  return ring::cost(kind::all_reduce{}, request_of(p, bytes, c));
 }
+[[deprecated("use double_binary_tree::cost(kind::all_reduce{}, request)")]]
 inline double tree_all_reduce(int p, double bytes, const link_costs& c) {
-  // Up and down each level; an inner node sends and receives the whole half twice.
-  return 2.0 * double_binary_tree::depth(p) * (c.latency_s + c.per_message_s) + 2.0 * bytes * c.seconds_per_byte;
+  return double_binary_tree::cost(kind::all_reduce{}, request_of(p, bytes, c));
 }
+[[deprecated("use direct::cost(kind::all_reduce{}, request)")]]
 inline double direct_all_reduce(int p, double bytes, const link_costs& c) {
-  if (bytes <= double(direct::policy.one_round_all_reduce_max_bytes))
-    // One round of P-1 concurrent messages of the whole buffer; each rank combines
-    // all it received.
-    return c.latency_s + (p - 1) * (c.per_message_s + bytes * (c.seconds_per_byte + c.reduce_seconds_per_byte));
-  const double share = bytes * (p - 1) / p;
-  // Two rounds of P-1 concurrent messages; the owner combines only after receiving.
-  return 2.0 * c.latency_s + 2.0 * (p - 1) * c.per_message_s + 2.0 * share * c.seconds_per_byte +
-         share * c.reduce_seconds_per_byte;
+  return direct::cost(kind::all_reduce{}, request_of(p, bytes, c));
 }
-// broadcast and reduce: a pipelined chain, a pipelined tree, or the root alone.
+[[deprecated("use ring::cost(kind::broadcast{}, request)")]]
 inline double ring_rooted(int p, double bytes, const link_costs& c) {
-  return (p - 1) * (c.latency_s + c.per_message_s) + bytes * c.seconds_per_byte;
+  return ring::cost(kind::broadcast{}, request_of(p, bytes, c));
 }
+[[deprecated("use double_binary_tree::cost(kind::broadcast{}, request)")]]
 inline double tree_rooted(int p, double bytes, const link_costs& c) {
-  return double_binary_tree::depth(p) * (c.latency_s + c.per_message_s) + bytes * c.seconds_per_byte;
+  return double_binary_tree::cost(kind::broadcast{}, request_of(p, bytes, c));
 }
+[[deprecated("use direct::cost(kind::broadcast{}, request)")]]
 inline double direct_rooted(int p, double bytes, const link_costs& c) {
-  return c.latency_s + (p - 1) * (c.per_message_s + bytes * c.seconds_per_byte);
+  return direct::cost(kind::broadcast{}, request_of(p, bytes, c));
 }
-// all_gather and reduce_scatter: ring steps versus one round of P-1 messages.
+[[deprecated("use ring::cost(kind::all_gather{}, request)")]]
 inline double ring_sharded(int p, double bytes, const link_costs& c) {
-  return (p - 1) * (c.latency_s + c.per_message_s + bytes * c.seconds_per_byte);
+  return ring::cost(kind::all_gather{}, request_of(p, bytes, c));
 }
+[[deprecated("use direct::cost(kind::all_gather{}, request)")]]
 inline double direct_sharded(int p, double bytes, const link_costs& c) {
-  return c.latency_s + (p - 1) * (c.per_message_s + bytes * c.seconds_per_byte);
+  return direct::cost(kind::all_gather{}, request_of(p, bytes, c));
 }
-
 }  // namespace cost
-
-struct automatic {
-  static constexpr const char* name = "automatic";
-  static constexpr bool preserves_rank_order = true;  // it never picks ring for such ops
-
-  static algorithm_choice choose(kind::all_reduce, const plan_request& r) {
-    const double bytes = double(r.count) * r.element_size;
-    return cheapest(r, cost::ring_all_reduce(r.size, bytes, r.costs), cost::tree_all_reduce(r.size, bytes, r.costs),
-                    cost::direct_all_reduce(r.size, bytes, r.costs));
-  }
-  static algorithm_choice choose(kind::broadcast, const plan_request& r) { return rooted(r); }
-  static algorithm_choice choose(kind::reduce, const plan_request& r) { return rooted(r); }
-  static algorithm_choice choose(kind::all_gather, const plan_request& r) { return sharded(r); }
-  static algorithm_choice choose(kind::reduce_scatter, const plan_request& r) { return sharded(r); }
-  static algorithm_choice choose(kind::all_gatherv, const plan_request& r) { return sharded(r); }
-  static algorithm_choice choose(kind::reduce_scatterv, const plan_request& r) { return sharded(r); }
-
-  template <class Kind>
-  static schedule plan(Kind k, const plan_request& r) {
-    if constexpr (requires { choose(k, r); }) {
-      switch (choose(k, r)) {
-        case algorithm_choice::ring:
-          if constexpr (implements<ring, Kind>) return ring::plan(k, r);
-          break;
-        case algorithm_choice::double_binary_tree:
-          if constexpr (implements<double_binary_tree, Kind>) return double_binary_tree::plan(k, r);
-          break;
-        case algorithm_choice::direct: break;
-      }
-    }
-    return direct::plan(k, r);  // the only one for gather, scatter, all_to_all, barrier
-  }
-
- private:
-  // Ties (equal estimates, up to rounding) go to ring, then the tree, so that the
-  // choice does not flip with the last bits of a size.
-  static algorithm_choice cheapest(const plan_request& r, double ring_s, double tree_s, double direct_s) {
-    if (!r.commutative) ring_s = std::numeric_limits<double>::infinity();
-    auto clearly_below = [](double a, double b) { return a < b * (1 - 1e-9); };
-    algorithm_choice best = algorithm_choice::ring;
-    double best_s = ring_s;
-    if (clearly_below(tree_s, best_s)) best = algorithm_choice::double_binary_tree, best_s = tree_s;
-    if (clearly_below(direct_s, best_s)) best = algorithm_choice::direct;
-    return best;
-  }
-  static algorithm_choice rooted(const plan_request& r) {
-    const double bytes = double(r.count) * r.element_size;
-    return cheapest(r, cost::ring_rooted(r.size, bytes, r.costs), cost::tree_rooted(r.size, bytes, r.costs),
-                    cost::direct_rooted(r.size, bytes, r.costs));
-  }
-  static algorithm_choice sharded(const plan_request& r) {
-    double bytes = double(r.count) * r.element_size;
-    if (!r.counts.empty()) {  // v-forms: the largest part decides
-      bytes = 0;
-      for (auto c : r.counts) bytes = std::fmax(bytes, double(c) * r.element_size);
-    }
-    return cheapest(r, cost::ring_sharded(r.size, bytes, r.costs), std::numeric_limits<double>::infinity(),
-                    cost::direct_sharded(r.size, bytes, r.costs));
-  }
-};
 
 }  // namespace collectives

@@ -202,7 +202,37 @@ struct direct {
     return s;
   }
 
+  // Estimated seconds for one call (alpha-beta model; automatic picks the cheapest):
+  // latency of the rounds, the start-up of each concurrent message, the bytes the
+  // busiest rank moves and, where reductions cannot overlap with transfers, the time
+  // to combine them.
+  static double cost(kind::all_reduce, const plan_request& r) {
+    const int p = r.size;
+    const double bytes = plan::bytes_of(r);
+    const link_costs& c = r.costs;
+    if (bytes <= double(policy.one_round_all_reduce_max_bytes))
+      // One round of P-1 concurrent messages of the whole buffer; each rank combines
+      // all it received.
+      return c.latency_s + (p - 1) * (c.per_message_s + bytes * (c.seconds_per_byte + c.reduce_seconds_per_byte));
+    const double share = bytes * (p - 1) / p;
+    // Two rounds of P-1 concurrent messages; the owner combines only after receiving.
+    return 2.0 * c.latency_s + 2.0 * (p - 1) * c.per_message_s + 2.0 * share * c.seconds_per_byte +
+           share * c.reduce_seconds_per_byte;
+  }
+  // broadcast, reduce: the root alone; all_gather, reduce_scatter: one round of P-1
+  // messages (v-forms: of the largest part).
+  static double cost(kind::broadcast, const plan_request& r) { return one_round_cost(r, plan::bytes_of(r)); }
+  static double cost(kind::reduce, const plan_request& r) { return one_round_cost(r, plan::bytes_of(r)); }
+  static double cost(kind::all_gather, const plan_request& r) { return one_round_cost(r, plan::largest_part_bytes(r)); }
+  static double cost(kind::all_gatherv, const plan_request& r) { return one_round_cost(r, plan::largest_part_bytes(r)); }
+  static double cost(kind::reduce_scatter, const plan_request& r) { return one_round_cost(r, plan::largest_part_bytes(r)); }
+  static double cost(kind::reduce_scatterv, const plan_request& r) { return one_round_cost(r, plan::largest_part_bytes(r)); }
+
  private:
+  static double one_round_cost(const plan_request& r, double bytes) {
+    return r.costs.latency_s + (r.size - 1) * (r.costs.per_message_s + bytes * r.costs.seconds_per_byte);
+  }
+
   using counts_t = std::vector<std::size_t>;
 
   // Receives every other rank's part into its own scratch slot; [q] is the receive

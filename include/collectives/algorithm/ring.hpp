@@ -102,7 +102,30 @@ struct ring {
   // Step count of the ring all_reduce, for tests and the cost model.
   static constexpr int all_reduce_steps(int p) { return 2 * (p - 1); }
 
+  // Estimated seconds for one call (alpha-beta model; automatic picks the cheapest):
+  // latency of the steps on the critical path plus the bytes the busiest rank moves.
+  static double cost(kind::all_reduce, const plan_request& r) {
+    const int p = r.size;
+    const double share = plan::bytes_of(r) * (p - 1) / p;
+    return 2.0 * (p - 1) * (r.costs.latency_s + r.costs.per_message_s) + 2.0 * share * r.costs.seconds_per_byte;
+  }
+  // broadcast and reduce: a pipelined chain.
+  static double cost(kind::broadcast, const plan_request& r) { return chain_cost(r); }
+  static double cost(kind::reduce, const plan_request& r) { return chain_cost(r); }
+  // all_gather and reduce_scatter: P-1 steps of one part each (v-forms: the largest part).
+  static double cost(kind::all_gather, const plan_request& r) { return steps_cost(r); }
+  static double cost(kind::all_gatherv, const plan_request& r) { return steps_cost(r); }
+  static double cost(kind::reduce_scatter, const plan_request& r) { return steps_cost(r); }
+  static double cost(kind::reduce_scatterv, const plan_request& r) { return steps_cost(r); }
+
  private:
+  static double chain_cost(const plan_request& r) {
+    return (r.size - 1) * (r.costs.latency_s + r.costs.per_message_s) + plan::bytes_of(r) * r.costs.seconds_per_byte;
+  }
+  static double steps_cost(const plan_request& r) {
+    return (r.size - 1) * (r.costs.latency_s + r.costs.per_message_s + plan::largest_part_bytes(r) * r.costs.seconds_per_byte);
+  }
+
   struct reduce_scatter_result {
     std::vector<op_id> own_ready;           // per slice: own chunk fully reduced
     std::vector<std::vector<op_id>> sends;  // [step][slice]: last reads of the chunk sent at that step

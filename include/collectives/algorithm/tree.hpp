@@ -119,7 +119,21 @@ struct double_binary_tree {
     return s;
   }
 
+  // Estimated seconds for one call (alpha-beta model; automatic picks the cheapest).
+  static double cost(kind::all_reduce, const plan_request& r) {
+    // Up and down each level; an inner node sends and receives the whole half twice.
+    return 2.0 * depth(r.size) * (r.costs.latency_s + r.costs.per_message_s) +
+           2.0 * plan::bytes_of(r) * r.costs.seconds_per_byte;
+  }
+  // broadcast and reduce: a pipelined tree.
+  static double cost(kind::broadcast, const plan_request& r) { return one_way_cost(r); }
+  static double cost(kind::reduce, const plan_request& r) { return one_way_cost(r); }
+
  private:
+  static double one_way_cost(const plan_request& r) {
+    return depth(r.size) * (r.costs.latency_s + r.costs.per_message_s) + plan::bytes_of(r) * r.costs.seconds_per_byte;
+  }
+
   struct half_plan {
     std::size_t offset, count, slice, slices;
     std::uint32_t first_slice;  // global slice number of its first slice, for tags
