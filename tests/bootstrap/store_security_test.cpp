@@ -1,6 +1,7 @@
 // Strangers and broken clients against the TCP store: each is refused or cut off within
 // bounds, while a legitimate client keeps doing set/get throughout, and the server
-// logs what it refused and why.
+// logs what it refused and why. Then the handshake's messages and the reading of
+// requests on their own, without a socket.
 #include <doctest/doctest.h>
 
 #include <unistd.h>
@@ -8,6 +9,7 @@
 #include <atomic>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -268,4 +270,57 @@ TEST_CASE("an admitted client that breaks the protocol is cut off without harm t
   CHECK(log.find("a value of 4294967295 bytes is larger than the limit") != std::string::npos);
   CHECK(log.find("unknown operation 127") != std::string::npos);
   CHECK(log.find("sent a request before the answer to its previous one") != std::string::npos);
+}
+
+TEST_CASE("a handshake response is accepted only as made: with this token, purpose and challenge") {
+  namespace hs = auth::detail;
+  hs::nonce server{}, client{};
+  for (std::size_t i = 0; i < server.size(); ++i) server[i] = static_cast<unsigned char>(i), client[i] = 0xA0;
+  const auto challenge = hs::make_challenge(auth::purpose::store, server);
+  CHECK(hs::read_challenge(challenge, auth::purpose::store) == server);
+  CHECK_FALSE(hs::read_challenge(challenge, auth::purpose::peer));
+  const auto response = hs::make_response(token, auth::purpose::store, 42, server, client);
+  const auto ok = hs::check_response(response, token, auth::purpose::store, server);
+  CHECK((ok.accepted && ok.hello == 42 && ok.client == client));
+  for (std::size_t at = 0; at < response.size(); ++at) {
+    auto bent = response;
+    bent[at] ^= 1;
+    CAPTURE(at);
+    const auto refused = hs::check_response(bent, token, auth::purpose::store, server);
+    CHECK_FALSE(refused.accepted);
+    CHECK(refused.why == (at < 8 ? "not a collectives handshake (bad preamble)" : "wrong job token"));
+  }
+  CHECK_FALSE(hs::check_response(response, auth::job_token("the-real-tokem"), auth::purpose::store, server).accepted);
+  // HMAC pads short keys with zeros: a token with a NUL would prove the same as one without.
+  CHECK_THROWS_AS(auth::job_token(std::string("the-real-token\0", 15)), collectives::error);
+  CHECK_FALSE(hs::check_response(response, token, auth::purpose::peer, server).accepted);
+  const auto confirmation = hs::make_confirmation(token, auth::purpose::store, 42, server, client);
+  CHECK(hs::check_confirmation(confirmation, token, auth::purpose::store, 42, server, client));
+  CHECK_FALSE(hs::check_confirmation(confirmation, token, auth::purpose::store, 43, server, client));
+}
+
+TEST_CASE("store requests read from a byte stream: the limits are checked before the body is awaited") {
+  using boot::detail::store_op;
+  using taken = boot::detail::taken_request::result;
+  const auto bytes = [](const std::string& s) {
+    return std::span<const unsigned char>(reinterpret_cast<const unsigned char*>(s.data()), s.size());
+  };
+  const std::string set = request(store_op::set, 3, 5, 0) + "keyvalue";
+  const auto whole = boot::detail::take_request(bytes(set + request(store_op::check, 3, 0, 0)));
+  REQUIRE(whole.status == taken::complete);
+  CHECK((whole.used == set.size() && whole.request.key == "key" && whole.request.value == "value"));
+  CHECK(boot::detail::take_request(bytes(set.substr(0, 20))).status == taken::incomplete);
+  // A header naming a value beyond the limit is refused with no body at all.
+  const auto too_large = request(store_op::set, 1, std::uint32_t(boot::max_value_size) + 1, 0);
+  const auto huge = boot::detail::take_request(bytes(too_large));
+  CHECK((huge.status == taken::refused && huge.why.find("larger than the limit") != std::string::npos));
+
+  boot::detail::store_data data;
+  const auto& r = whole.request;
+  CHECK(boot::detail::answer_request(data, r.header, r.key, r.value).changed);
+  const auto got = boot::detail::answer_request(data, {store_op::get, 3, 0, 0}, "key", "");
+  CHECK((got.status == boot::detail::store_status::ok && got.value == "value"));
+  CHECK(boot::detail::answer_request(data, {store_op::get, 4, 0, 100}, "nope", "").parks);
+  CHECK(boot::detail::answer_request(data, {store_op::add, 3, 8, 0}, "key", std::string(8, '\1')).status ==
+        boot::detail::store_status::not_integer);
 }

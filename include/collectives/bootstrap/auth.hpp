@@ -12,12 +12,14 @@
 // is a 64-bit value the client vouches for (a rank joining the mesh says which).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -106,6 +108,73 @@ inline mac proof(const job_token& token, std::string_view side, purpose p, std::
 
 inline bool same(const unsigned char* a, const mac& b) { return CRYPTO_memcmp(a, b.data(), b.size()) == 0; }
 
+// The three messages, made and checked without a socket, so that what a stranger can
+// send is tested byte by byte; the handshake below only moves them.
+using challenge_bytes = std::array<unsigned char, challenge_size>;
+using response_bytes = std::array<unsigned char, response_size>;
+
+// Server -> client: the preamble, then the server's nonce.
+inline challenge_bytes make_challenge(purpose p, const nonce& server) {
+  challenge_bytes b{};
+  put_preamble(b.data(), p);
+  std::copy(server.begin(), server.end(), b.begin() + 8);
+  return b;
+}
+
+// The server's nonce, or nothing when the bytes are no challenge for this purpose.
+inline std::optional<nonce> read_challenge(std::span<const unsigned char, challenge_size> b, purpose p) {
+  if (!preamble_matches(b.data(), p)) return std::nullopt;
+  nonce server;
+  std::copy(b.begin() + 8, b.end(), server.begin());
+  return server;
+}
+
+// Client -> server: the preamble, hello, the client's nonce and its proof.
+inline response_bytes make_response(const job_token& token, purpose p, std::uint64_t hello, const nonce& server,
+                                    const nonce& client) {
+  response_bytes b{};
+  put_preamble(b.data(), p);
+  put_u64(b.data() + 8, hello);
+  std::copy(client.begin(), client.end(), b.begin() + 16);
+  const mac proven = proof(token, "client", p, hello, server, client);
+  std::copy(proven.begin(), proven.end(), b.begin() + 16 + nonce_size);
+  return b;
+}
+
+struct checked_response {
+  bool accepted = false;
+  std::uint64_t hello = 0;
+  nonce client{};
+  std::string why;  // when refused
+};
+
+// The server's verdict on a response to the challenge that carried `server`: accepted
+// only when the proof is the exact MAC of what the response says, under this token.
+inline checked_response check_response(std::span<const unsigned char, response_size> b, const job_token& token,
+                                       purpose p, const nonce& server) {
+  checked_response r;
+  if (!preamble_matches(b.data(), p)) {
+    r.why = "not a collectives handshake (bad preamble)";
+    return r;
+  }
+  r.hello = get_u64(b.data() + 8);
+  std::copy(b.begin() + 16, b.begin() + 16 + nonce_size, r.client.begin());
+  r.accepted = same(b.data() + 16 + nonce_size, proof(token, "client", p, r.hello, server, r.client));
+  if (!r.accepted) r.why = "wrong job token";
+  return r;
+}
+
+// Server -> client: the server's own proof, over the same values in another order.
+inline mac make_confirmation(const job_token& token, purpose p, std::uint64_t hello, const nonce& server,
+                             const nonce& client) {
+  return proof(token, "server", p, hello, client, server);
+}
+
+inline bool check_confirmation(std::span<const unsigned char, mac_size> b, const job_token& token, purpose p,
+                               std::uint64_t hello, const nonce& server, const nonce& client) {
+  return same(b.data(), make_confirmation(token, p, hello, server, client));
+}
+
 // State shared by the steps of one handshake: the buffers, the timer and the
 // completion, which runs exactly once.
 struct handshake {
@@ -161,19 +230,17 @@ inline void async_admit(std::shared_ptr<tcp::socket> socket, const job_token& to
   auto h = std::make_shared<handshake>(std::move(socket), token, what, std::move(done));
   h->start_timer(h, limit);
   h->mine = fresh_nonce();
-  put_preamble(h->buffer.data(), what);
-  std::copy(h->mine.begin(), h->mine.end(), h->buffer.begin() + 8);
+  const challenge_bytes challenge = make_challenge(what, h->mine);
+  std::copy(challenge.begin(), challenge.end(), h->buffer.begin());
   asio::async_write(*h->socket, asio::buffer(h->buffer.data(), challenge_size), [h](auto ec, std::size_t) {
     if (ec) return h->finish(false, handshake::broken(ec, "challenge"));
     asio::async_read(*h->socket, asio::buffer(h->buffer.data(), response_size), [h](auto ec, std::size_t) {
       if (ec) return h->finish(false, handshake::broken(ec, "response"));
-      const unsigned char* r = h->buffer.data();
-      if (!preamble_matches(r, h->what)) return h->finish(false, "not a collectives handshake (bad preamble)");
-      h->hello = get_u64(r + 8);
-      std::copy(r + 16, r + 16 + nonce_size, h->theirs.begin());
-      if (!same(r + 16 + nonce_size, proof(h->token, "client", h->what, h->hello, h->mine, h->theirs)))
-        return h->finish(false, "wrong job token");
-      const mac answer = proof(h->token, "server", h->what, h->hello, h->theirs, h->mine);
+      const checked_response r = check_response(h->buffer, h->token, h->what, h->mine);
+      if (!r.accepted) return h->finish(false, r.why);
+      h->hello = r.hello;
+      h->theirs = r.client;
+      const mac answer = make_confirmation(h->token, h->what, h->hello, h->mine, h->theirs);
       std::copy(answer.begin(), answer.end(), h->buffer.begin());
       asio::async_write(*h->socket, asio::buffer(h->buffer.data(), mac_size), [h](auto ec, std::size_t) {
         if (ec) return h->finish(false, handshake::broken(ec, "confirmation"));
@@ -194,23 +261,21 @@ inline void async_introduce(std::shared_ptr<tcp::socket> socket, const job_token
   h->start_timer(h, limit);
   asio::async_read(*h->socket, asio::buffer(h->buffer.data(), challenge_size), [h](auto ec, std::size_t) {
     if (ec) return h->finish(false, handshake::broken(ec, "challenge"));
-    if (!preamble_matches(h->buffer.data(), h->what))
-      return h->finish(false, "the other end is not a collectives endpoint of this kind");
-    std::copy(h->buffer.begin() + 8, h->buffer.begin() + 8 + nonce_size, h->theirs.begin());
+    const std::span<const unsigned char, challenge_size> challenge(h->buffer.data(), challenge_size);
+    const auto server = read_challenge(challenge, h->what);
+    if (!server) return h->finish(false, "the other end is not a collectives endpoint of this kind");
+    h->theirs = *server;
     h->mine = fresh_nonce();
-    unsigned char* r = h->buffer.data();
-    put_preamble(r, h->what);
-    put_u64(r + 8, h->hello);
-    std::copy(h->mine.begin(), h->mine.end(), r + 16);
-    const mac mine = proof(h->token, "client", h->what, h->hello, h->theirs, h->mine);
-    std::copy(mine.begin(), mine.end(), r + 16 + nonce_size);
+    const response_bytes response = make_response(h->token, h->what, h->hello, h->theirs, h->mine);
+    std::copy(response.begin(), response.end(), h->buffer.begin());
     asio::async_write(*h->socket, asio::buffer(h->buffer.data(), response_size), [h](auto ec, std::size_t) {
       if (ec) return h->finish(false, handshake::broken(ec, "response"));
       asio::async_read(*h->socket, asio::buffer(h->buffer.data(), mac_size), [h](auto ec, std::size_t) {
         if (ec == asio::error::eof || ec == asio::error::connection_reset)
           return h->finish(false, "the other end refused this job token (is COLLECTIVES_JOB_TOKEN the same for every rank?)");
         if (ec) return h->finish(false, handshake::broken(ec, "confirmation"));
-        if (!same(h->buffer.data(), proof(h->token, "server", h->what, h->hello, h->mine, h->theirs)))
+        const std::span<const unsigned char, mac_size> confirmation(h->buffer.data(), mac_size);
+        if (!check_confirmation(confirmation, h->token, h->what, h->hello, h->theirs, h->mine))
           return h->finish(false, "the other end could not prove it holds the job token");
         h->finish(true);
       });

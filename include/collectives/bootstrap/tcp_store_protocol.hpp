@@ -8,6 +8,8 @@
 //   reply    status u8, 3 zero bytes, value size u32 (8 bytes), then the value
 //
 // The server checks a header before it allocates anything for the sizes it names.
+// take_request reads requests from a plain byte stream with the same checks, in the
+// same order, so that tests and the fuzz target can feed any bytes without a socket.
 #pragma once
 
 #include <algorithm>
@@ -15,6 +17,7 @@
 #include <chrono>
 #include <cstdint>
 #include <limits>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -96,6 +99,44 @@ inline std::string parse_request(const std::array<unsigned char, request_header_
            std::to_string(expected_value);
   if (!parks && h.timeout_ms != 0) return "a timeout on an operation that takes none";
   return {};
+}
+
+// One whole request, as the server serves it.
+struct store_request {
+  request_header header;
+  std::string key, value;
+};
+
+// What the front of a request stream holds.
+struct taken_request {
+  enum class result { complete, incomplete, refused };
+  result status = result::incomplete;
+  store_request request;  // when complete
+  std::size_t used = 0;   // the bytes it took, when complete
+  std::string why;        // when refused
+};
+
+// The first request of `stream`, checked in the server's order: the header by
+// parse_request before its sizes are trusted, and the key and value copied only once
+// all of their bytes are there, so nothing is allocated for bytes that never came.
+inline taken_request take_request(std::span<const unsigned char> stream) {
+  taken_request t;
+  if (stream.size() < request_header_size) return t;
+  std::array<unsigned char, request_header_size> raw;
+  std::copy(stream.begin(), stream.begin() + request_header_size, raw.begin());
+  t.why = parse_request(raw, t.request.header);
+  if (!t.why.empty()) {
+    t.status = taken_request::result::refused;
+    return t;
+  }
+  const std::size_t key_size = t.request.header.key_size, value_size = t.request.header.value_size;
+  if (stream.size() - request_header_size < key_size + value_size) return t;
+  const auto* key = reinterpret_cast<const char*>(stream.data() + request_header_size);
+  t.request.key.assign(key, key_size);
+  t.request.value.assign(key + key_size, value_size);
+  t.used = request_header_size + key_size + value_size;
+  t.status = taken_request::result::complete;
+  return t;
 }
 
 inline void put_reply_header(std::array<unsigned char, reply_header_size>& raw, store_status status,

@@ -36,6 +36,50 @@ namespace detail {
 
 class store_connection;
 
+using store_data = std::unordered_map<std::string, std::string>;
+
+// What the server does with a request, apart from any socket: the reply, or that the
+// request waits for its key. `changed`: a set or add stored something, so the
+// requests parked on the key wake.
+struct store_answer {
+  store_status status = store_status::ok;
+  std::string value;
+  bool parks = false;
+  bool changed = false;
+};
+
+// `h` has passed parse_request, and `key` and `value` have its sizes.
+inline store_answer answer_request(store_data& data, const request_header& h, const std::string& key,
+                                   std::string value) {
+  const auto found = data.find(key);
+  switch (h.op) {
+    case store_op::set:
+      data.insert_or_assign(key, std::move(value));
+      return {store_status::ok, {}, false, true};
+    case store_op::get:
+    case store_op::wait:
+      if (found != data.end()) return {store_status::ok, h.op == store_op::get ? found->second : std::string()};
+      if (h.timeout_ms == 0) return {store_status::timed_out, {}};
+      return {store_status::ok, {}, true};
+    case store_op::check:
+      return {found != data.end() ? store_status::ok : store_status::absent, {}};
+    case store_op::add: {
+      std::int64_t now = 0;
+      if (found != data.end()) {
+        const auto current = parse_counter(found->second);
+        if (!current) return {store_status::not_integer, {}};
+        now = *current;
+      }
+      now = wrapping_add(now, static_cast<std::int64_t>(get_u64(value.data())));
+      data.insert_or_assign(key, std::to_string(now));
+      std::string answer(8, '\0');
+      put_u64(answer.data(), static_cast<std::uint64_t>(now));
+      return {store_status::ok, std::move(answer), false, true};
+    }
+  }
+  return {store_status::absent, {}};  // parse_request admits no other operation
+}
+
 // The server's state; lives on, and is touched only by, the server's thread.
 struct store_server_core {
   std::atomic<int> clients{0};  // admitted connections; first, so that it outlives those the io_context destroys
@@ -46,7 +90,7 @@ struct store_server_core {
   auth::job_token token;
   std::chrono::milliseconds handshake_limit;
   std::uint16_t port = 0;
-  std::unordered_map<std::string, std::string> data;
+  store_data data;
   std::unordered_map<std::string, std::vector<std::weak_ptr<store_connection>>> waiting;  // parked requests by key
 
   store_server_core(auth::job_token t, std::chrono::milliseconds limit) : token(std::move(t)), handshake_limit(limit) {}
@@ -93,35 +137,10 @@ class store_connection : public std::enable_shared_from_this<store_connection> {
   enum class state { reading, parked, answering, closed };
 
   void serve() {
-    auto& data = server_.data;
-    const auto found = data.find(key_);
-    switch (request_.op) {
-      case store_op::set:
-        data.insert_or_assign(key_, std::move(value_));
-        server_.publish(key_);
-        return reply(store_status::ok, {});
-      case store_op::get:
-      case store_op::wait:
-        if (found != data.end()) return reply(store_status::ok, request_.op == store_op::get ? found->second : "");
-        if (request_.timeout_ms == 0) return reply(store_status::timed_out, {});
-        return park();
-      case store_op::check:
-        return reply(found != data.end() ? store_status::ok : store_status::absent, {});
-      case store_op::add: {
-        std::int64_t now = 0;
-        if (found != data.end()) {
-          const auto current = parse_counter(found->second);
-          if (!current) return reply(store_status::not_integer, {});
-          now = *current;
-        }
-        now = wrapping_add(now, static_cast<std::int64_t>(get_u64(value_.data())));
-        data.insert_or_assign(key_, std::to_string(now));
-        server_.publish(key_);
-        std::string answer(8, '\0');
-        put_u64(answer.data(), static_cast<std::uint64_t>(now));
-        return reply(store_status::ok, std::move(answer));
-      }
-    }
+    store_answer answer = answer_request(server_.data, request_, key_, std::move(value_));
+    if (answer.changed) server_.publish(key_);
+    if (answer.parks) return park();
+    reply(answer.status, std::move(answer.value));
   }
 
   void reply(store_status status, std::string value) {

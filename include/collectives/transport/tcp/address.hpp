@@ -5,9 +5,12 @@
 #include <net/if.h>
 #include <netinet/in.h>
 
+#include <charconv>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <system_error>
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ip/udp.hpp>
@@ -30,16 +33,43 @@ inline std::string format_endpoint(const tcp::endpoint& e) {
   return (a.is_v6() ? "[" + a.to_string() + "]" : a.to_string()) + ":" + std::to_string(e.port());
 }
 
-// Host and port of "host:port", "[v6]:port" or "v6-without-brackets" plus a port.
-inline std::pair<std::string, std::string> split_host_port(std::string_view s) {
-  if (!s.empty() && s.front() == '[') {
-    const auto close = s.find(']');
-    if (close != std::string_view::npos && close + 1 < s.size() && s[close + 1] == ':')
-      return {std::string(s.substr(1, close - 1)), std::string(s.substr(close + 2))};
-  } else if (const auto colon = s.rfind(':'); colon != std::string_view::npos) {
-    return {std::string(s.substr(0, colon)), std::string(s.substr(colon + 1))};
+// A port as format_endpoint writes it: decimal digits only, 1 to 65535.
+inline std::optional<unsigned short> parse_port(std::string_view digits) {
+  unsigned value = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+  if (digits.empty() || ec != std::errc{} || end != digits.data() + digits.size() || value == 0 || value > 65535)
+    return std::nullopt;
+  return static_cast<unsigned short>(value);
+}
+
+// The endpoint a rank published with format_endpoint ("10.0.0.1:4242", "[::1]:4242").
+// Text no rank writes is errc::protocol_error naming it: the store's value is what
+// another process sent.
+inline tcp::endpoint parse_endpoint(std::string_view text) {
+  const auto unreadable = [text](const std::string& why) {
+    return error(errc::protocol_error,
+                 "the store holds an unreadable rank address \"" + std::string(text) + "\": " + why);
+  };
+  if (text.find('\0') != std::string_view::npos) throw unreadable("it contains a NUL byte");
+  std::string_view host, port;
+  if (text.starts_with('[')) {
+    const auto close = text.find("]:");
+    if (close == std::string_view::npos) throw unreadable("it is not [IPv6]:PORT");
+    host = text.substr(1, close - 1);
+    port = text.substr(close + 2);
+  } else {
+    const auto colon = text.rfind(':');
+    if (colon == std::string_view::npos) throw unreadable("it is not HOST:PORT");
+    host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+    if (host.find(':') != std::string_view::npos) throw unreadable("an IPv6 address must be in brackets");
   }
-  throw error(errc::invalid_config, "\"" + std::string(s) + "\" is not HOST:PORT");
+  const auto port_number = parse_port(port);
+  if (!port_number) throw unreadable("the port \"" + std::string(port) + "\" is not a number from 1 to 65535");
+  boost::system::error_code ec;
+  const auto address = asio::ip::make_address(std::string(host), ec);
+  if (ec) throw unreadable("\"" + std::string(host) + "\" is not an IP address");
+  return {address, *port_number};
 }
 
 // An address with brackets stripped ("[::1]" -> "::1"), as users write IPv6 hosts.

@@ -7,6 +7,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <optional>
 
 #include "../../concepts/transport.hpp"
@@ -23,6 +24,7 @@ struct frame_header {
   frame_kind kind = frame_kind::data;
   message_tag tag{};
   std::uint64_t length = 0;
+  friend bool operator==(const frame_header&, const frame_header&) = default;
 };
 
 inline constexpr std::size_t header_size = 24;
@@ -51,15 +53,27 @@ inline header_bytes encode(const frame_header& h) {
   return b;
 }
 
-// The header, or nothing when the bytes are not one of ours.
+// Whether a sender of ours could have written `h`: a known kind; an abort carries only
+// the rank that aborted (an int) and a goodbye nothing at all.
+inline bool well_formed(const frame_header& h) {
+  switch (h.kind) {
+    case frame_kind::data: return true;
+    case frame_kind::abort:
+      return h.length == 0 && h.tag.step == 0 && h.tag.call <= std::uint64_t(std::numeric_limits<int>::max());
+    case frame_kind::goodbye: return h.length == 0 && h.tag == message_tag{};
+  }
+  return false;
+}
+
+// The header, or nothing when the bytes are not one of ours. Every bit of the 24 is
+// checked or kept, so a header decode accepts encodes back to the very same bytes.
 inline std::optional<frame_header> decode(const header_bytes& b) {
   const auto first = static_cast<std::uint32_t>(wire::get(b.data(), 4));
   if ((first & 0xFFFFFF00u) != (frame_magic & 0xFFFFFF00u)) return std::nullopt;
-  const auto kind = static_cast<frame_kind>(first & 0xFF);
-  if (kind != frame_kind::data && kind != frame_kind::abort && kind != frame_kind::goodbye) return std::nullopt;
-  frame_header h{kind, {wire::get(b.data() + 8, 8), static_cast<std::uint32_t>(wire::get(b.data() + 4, 4))},
-                 wire::get(b.data() + 16, 8)};
-  if (kind != frame_kind::data && h.length != 0) return std::nullopt;
+  const frame_header h{static_cast<frame_kind>(first & 0xFF),
+                       {wire::get(b.data() + 8, 8), static_cast<std::uint32_t>(wire::get(b.data() + 4, 4))},
+                       wire::get(b.data() + 16, 8)};
+  if (!well_formed(h)) return std::nullopt;
   return h;
 }
 
