@@ -16,6 +16,8 @@
 #include <collectives/transport/automatic.hpp>
 #include <doctest/doctest.h>
 
+#include "../scoped_env.hpp"
+
 namespace coll = collectives;
 using namespace std::chrono_literals;
 
@@ -23,25 +25,6 @@ namespace {
 
 const coll::auth::job_token token("automatic-test-token");
 
-// Sets an environment variable for one scope (the tests run on one thread).
-class scoped_env {
- public:
-  scoped_env(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) saved_ = old;
-    if (value) ::setenv(name, value, 1);
-    else ::unsetenv(name);
-  }
-  ~scoped_env() {
-    if (saved_) ::setenv(name_, saved_->c_str(), 1);
-    else ::unsetenv(name_);
-  }
-  scoped_env(const scoped_env&) = delete;
-  scoped_env& operator=(const scoped_env&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> saved_;
-};
 
 bool same_costs(const coll::link_costs& a, const coll::link_costs& b) {
   return a.latency_s == b.latency_s && a.per_message_s == b.per_message_s && a.seconds_per_byte == b.seconds_per_byte &&
@@ -116,8 +99,8 @@ TEST_CASE("COLLECTIVES_TRANSPORT is auto, shm or tcp, and nothing else") {
       FAIL("accepted COLLECTIVES_TRANSPORT=", wrong);
     } catch (const coll::error& e) {
       CHECK(e.code() == coll::errc::invalid_config);
-      CHECK(std::string(e.what()).find(std::string("COLLECTIVES_TRANSPORT=") + wrong + " is not a transport") !=
-            std::string::npos);
+      CHECK(std::string(e.what()).find(coll::settings::assignment("COLLECTIVES_TRANSPORT", wrong) +
+                                       " is not a choice") != std::string::npos);
       CHECK(std::string(e.what()).find("auto, shm or tcp") != std::string::npos);
     }
   }

@@ -306,7 +306,7 @@ std::string what_rank0_saw(const std::vector<coll::tcp_detail::header_bytes>& fr
   coll::auth::async_introduce(s, token, coll::auth::purpose::peer, hello(1, 2), [&](auto o) { admitted = o.accepted; }, 5s);
   io.run();
   REQUIRE(admitted);
-  asio::write(*s, asio::buffer(coll::tcp_detail::encode({coll::tcp_detail::frame_kind::data, {UINT64_MAX, 0}, 0})));
+  asio::write(*s, asio::buffer(coll::tcp_detail::encode({coll::tcp_detail::frame_kind::data, {coll::reserved_call::tcp_hello, 0}, 0})));
   for (const auto& f : frames) asio::write(*s, asio::buffer(f));
   rank0.join();  // rank 0 must be done without this peer closing or sending more
   return seen;
@@ -415,7 +415,7 @@ TEST_CASE("a receive posted while its small message is still arriving gets it") 
   io.run();
   using namespace coll::tcp_detail;
   const auto payload = std::as_bytes(std::span{want});
-  asio::write(*s, asio::buffer(encode({frame_kind::data, {UINT64_MAX, 0}, 0})));
+  asio::write(*s, asio::buffer(encode({frame_kind::data, {coll::reserved_call::tcp_hello, 0}, 0})));
   asio::write(*s, asio::buffer(encode({frame_kind::data, {1, 0}, payload.size()})));
   asio::write(*s, asio::buffer(payload.data(), 400));
   half_sent = true;
@@ -444,6 +444,41 @@ TEST_CASE("the interface is chosen by name, by address, or by the route to the m
   }
 }
 
+TEST_CASE("a published address reads back as written; a bad port is an error that names the text") {
+  using coll::tcp_detail::format_endpoint;
+  using coll::tcp_detail::parse_endpoint;
+  for (const char* text : {"10.0.0.1:4242", "[::1]:1", "127.0.0.1:65535", "[fe80::1%1]:80"})
+    CHECK(parse_endpoint(text) == parse_endpoint(format_endpoint(parse_endpoint(text))));
+  const coll::tcp_detail::tcp::endpoint v6(asio::ip::make_address("2001:db8::7"), 4242);
+  CHECK(parse_endpoint(format_endpoint(v6)) == v6);
+  for (const std::string bad : {"127.0.0.1:70000", "127.0.0.1:65536", "127.0.0.1:0", ":abc", "127.0.0.1:abc",
+                                "127.0.0.1:", "127.0.0.1:-1", "127.0.0.1:80x", "127.0.0.1", "[::1]", "::1:80",
+                                "not-an-ip:80", "[::1]:99999999999999999999"}) {
+    CAPTURE(bad);
+    try {
+      parse_endpoint(bad);
+      FAIL("accepted");
+    } catch (const coll::error& e) {
+      CHECK(e.code() == coll::errc::protocol_error);
+      CHECK(std::string(e.what()).find("\"" + bad + "\"") != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("a rank that finds an out-of-range port published for a peer fails start-up with that text") {
+  testing::memory_store store;
+  store.set("collectives/tcp/1/address/0", "127.0.0.1:70000");  // as if rank 0 published it
+  auto options = loopback();
+  options.startup_timeout = 5s;
+  try {
+    coll::tcp(1, 2, store, token, options);
+    FAIL("start-up succeeded");
+  } catch (const coll::error& e) {
+    CHECK(e.code() == coll::errc::protocol_error);
+    CHECK(std::string(e.what()).find("\"127.0.0.1:70000\"") != std::string::npos);
+  }
+}
+
 TEST_CASE("COLLECTIVES_DEBUG=INFO names each rank's interface and addresses") {
   run_tcp_ranks(2, [](auto& comm) {
     const std::string d = comm.transport().describe();
@@ -451,4 +486,25 @@ TEST_CASE("COLLECTIVES_DEBUG=INFO names each rank's interface and addresses") {
     CHECK(d.find(" 0=127.0.0.1:") != std::string::npos);
     CHECK(d.find(" 1=127.0.0.1:") != std::string::npos);
   });
+}
+
+TEST_CASE("tcp_options::from_env reads COLLECTIVES_STARTUP_TIMEOUT by shm's rule, and the interface") {
+  ::setenv("COLLECTIVES_STARTUP_TIMEOUT", "2.5", 1);
+  ::setenv("COLLECTIVES_SOCKET_IFNAME", "lo", 1);
+  CHECK(coll::tcp_options::from_env().startup_timeout == std::chrono::milliseconds{2500});
+  CHECK(coll::tcp_options::from_env().interface == "lo");
+  for (const char* refused : {"0", "2000000", "soon"}) {
+    ::setenv("COLLECTIVES_STARTUP_TIMEOUT", refused, 1);
+    std::string by_tcp;
+    try {
+      (void)coll::tcp_options::from_env();
+    } catch (const coll::error& e) {
+      CHECK(e.code() == coll::errc::invalid_config);
+      by_tcp = e.what();
+    }
+    CHECK(by_tcp.starts_with(std::string("COLLECTIVES_STARTUP_TIMEOUT=") + refused + " is "));
+    CHECK(by_tcp.find("(expected a number of seconds from 0.001 to 1000000)") != std::string::npos);
+  }
+  ::unsetenv("COLLECTIVES_STARTUP_TIMEOUT");
+  ::unsetenv("COLLECTIVES_SOCKET_IFNAME");
 }

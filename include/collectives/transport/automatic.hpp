@@ -44,10 +44,9 @@ struct automatic_options {
 
 class automatic_transport {
  public:
-  // The transports' requests are both a slot number, so one type carries either.
-  struct request {
-    std::uint32_t slot = UINT32_MAX;
-  };
+  // shm and tcp share their request type (the slot of an operation in their matching
+  // engine), so a request passes through as it is.
+  using request = transport_detail::slot_request;
 
  private:
   // Calls fn on whichever transport is in use; every call goes through here. (Defined
@@ -61,18 +60,6 @@ class automatic_transport {
   decltype(auto) on_chosen(Fn&& fn) const {
     if (const shm* s = std::get_if<shm>(&chosen_)) return fn(*s);
     return fn(*std::get_if<tcp>(&chosen_));
-  }
-
-  // Lends `r` to the transport as its own request type, and takes back what it made of it.
-  template <class Transport, class Fn>
-  static decltype(auto) as_native(Transport&, request& r, Fn&& fn) {
-    typename Transport::request native{r.slot};
-    struct write_back {
-      request& r;
-      typename Transport::request& native;
-      ~write_back() { r.slot = native.slot; }
-    } const keep{r, native};
-    return fn(native);
   }
 
  public:
@@ -112,32 +99,30 @@ class automatic_transport {
   }
 
   request post_send(int peer, message_tag tag, std::span<const std::byte> data) {
-    return on_chosen([&](auto& t) { return request{t.post_send(peer, tag, data).slot}; });
+    return on_chosen([&](auto& t) { return t.post_send(peer, tag, data); });
   }
   request post_recv(int peer, message_tag tag, std::span<std::byte> into) {
-    return on_chosen([&](auto& t) { return request{t.post_recv(peer, tag, into).slot}; });
+    return on_chosen([&](auto& t) { return t.post_recv(peer, tag, into); });
   }
   request post_recv_reduce(int peer, message_tag tag, std::size_t bytes, std::size_t granule, chunk_sink sink) {
-    return on_chosen([&](auto& t) { return request{t.post_recv_reduce(peer, tag, bytes, granule, sink).slot}; });
+    return on_chosen([&](auto& t) { return t.post_recv_reduce(peer, tag, bytes, granule, sink); });
   }
   bool test(request& r) {
-    return on_chosen([&](auto& t) { return as_native(t, r, [&](auto& native) { return t.test(native); }); });
+    return on_chosen([&](auto& t) { return t.test(r); });
   }
   bool wait_for_activity(deadline until) {
     return on_chosen([&](auto& t) { return t.wait_for_activity(until); });
   }
   void cancel(request& r) noexcept {
-    on_chosen([&](auto& t) { as_native(t, r, [&](auto& native) { t.cancel(native); }); });
+    on_chosen([&](auto& t) { t.cancel(r); });
   }
   void abort() {
     on_chosen([](auto& t) { t.abort(); });
   }
 
  private:
-  static_assert(std::is_same_v<decltype(shm::request{}.slot), std::uint32_t> &&
-                    std::is_same_v<decltype(tcp::request{}.slot), std::uint32_t> &&
-                    sizeof(shm::request) == sizeof(request) && sizeof(tcp::request) == sizeof(request),
-                "automatic_transport: its request carries the slot of shm's and tcp's requests, and nothing else");
+  static_assert(std::is_same_v<shm::request, request> && std::is_same_v<tcp::request, request>,
+                "automatic_transport: shm and tcp share their request type");
 
   struct decision {
     bool use_shm;

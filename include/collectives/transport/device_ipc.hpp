@@ -4,10 +4,10 @@
 // shm transport carries everything else: host messages, and the small notices that
 // say "chunk ready in slot k" and "slot k is free again".
 //
-// The protocol is written against a device runtime (see `Runtime` below), so the same
-// code runs on CUDA (cuda_ipc.hpp) and, for the tests, on host memory standing in for
-// device memory (tests/device/host_runtime.hpp), where every step but the device
-// itself can be checked on machines without a GPU.
+// The protocol is written against a device runtime (concepts/device_runtime.hpp), so
+// the same code runs on CUDA (cuda_ipc.hpp) and, for the tests, on host memory
+// standing in for device memory (tests/device/host_runtime.hpp), where every step but
+// the device itself can be checked on machines without a GPU.
 //
 // Why a sender confirms its copy finished before it says "ready": the receiver
 // then never waits on another process's stream, so a peer that dies mid-copy can
@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <list>
 #include <memory>
 #include <optional>
@@ -27,25 +28,14 @@
 #include <utility>
 #include <vector>
 
+#include "../concepts/device_runtime.hpp"
 #include "../concepts/transport.hpp"
 #include "../error.hpp"
 #include "../memory_space.hpp"
+#include "../settings.hpp"
 #include "shm.hpp"
 
 namespace collectives {
-
-// A device runtime, as device_ipc uses it (one object per rank, owned by the transport):
-//   using memory_space = ...;                 the space of the buffers it moves
-//   using handle = std::array<std::byte, N>;  names an exported block to another process
-//   using marker = ...;                       a point in the stream's work
-//   void* allocate_exported(std::size_t bytes, handle& out);  void free_exported(void*) noexcept;
-//   void* open(const handle&);  void close(void*) noexcept;    a peer's block, mapped here
-//   void* allocate(std::size_t bytes);  void free(void*) noexcept;   private device memory
-//   void copy(void* dst, const void* src, std::size_t bytes);  enqueued on the stream
-//   marker mark();  bool reached(const marker&);  void forget(marker&) noexcept;
-//   void synchronize() noexcept;            waits for everything enqueued (used on cancel)
-//   memory_ops<memory_space> memory_operations();  the local steps, on the same stream
-//   std::string describe() const;
 
 struct device_ipc_options {
   // Each rank's inbox has `slots` slots of `slot_bytes` for each sender: a message
@@ -56,27 +46,14 @@ struct device_ipc_options {
   // COLLECTIVES_DEVICE_SLOT_BYTES, COLLECTIVES_DEVICE_SLOTS.
   static device_ipc_options from_env() {
     device_ipc_options o;
-    auto number = [](const char* name, std::size_t lowest, std::size_t highest) -> std::optional<std::size_t> {
-      const char* v = std::getenv(name);
-      if (v == nullptr || *v == '\0') return std::nullopt;
-      char* end = nullptr;
-      const unsigned long long x = std::strtoull(v, &end, 10);
-      if (end == v || *end != '\0' || x < lowest || x > highest)
-        throw error(errc::invalid_config, std::string(name) + "=" + v + " is not a whole number from " +
-                                              std::to_string(lowest) + " to " + std::to_string(highest));
-      return static_cast<std::size_t>(x);
-    };
-    if (auto b = number("COLLECTIVES_DEVICE_SLOT_BYTES", 256, std::size_t(1) << 30)) o.slot_bytes = *b;
-    if (auto n = number("COLLECTIVES_DEVICE_SLOTS", 1, 1024)) o.slots = *n;
+    if (auto b = settings::byte_size("COLLECTIVES_DEVICE_SLOT_BYTES")) o.slot_bytes = *b;
+    if (auto n = settings::whole_number("COLLECTIVES_DEVICE_SLOTS")) o.slots = static_cast<std::size_t>(*n);
     return o;
   }
 };
 
 namespace device_ipc_detail {
 
-// The protocol's host messages use call numbers no collective reaches.
-inline constexpr std::uint64_t notice_call = std::uint64_t(1) << 63;
-inline constexpr std::uint64_t handles_call = notice_call - 1;
 inline constexpr std::uint32_t no_slot = ~std::uint32_t(0);
 
 struct notice {
@@ -89,13 +66,14 @@ struct notice {
 };
 
 inline message_tag notice_tag(std::uint64_t sequence) {
-  return {notice_call | (sequence >> 32), static_cast<std::uint32_t>(sequence)};
+  return {reserved_call::device_notices | (sequence >> 32), static_cast<std::uint32_t>(sequence)};
 }
 
 }  // namespace device_ipc_detail
 
 template <class Runtime>
 class device_ipc {
+  static_assert(check_device_runtime<Runtime>());
   using notice = device_ipc_detail::notice;
   static constexpr auto no_slot = device_ipc_detail::no_slot;
 
@@ -105,6 +83,17 @@ class device_ipc {
   // notice (some microseconds); bytes move at NVLink-class copy-engine rates.
   static constexpr link_costs costs{.latency_s = 10e-6, .per_message_s = 2e-6, .seconds_per_byte = 1.0 / 100e9,
                                     .reduce_seconds_per_byte = 1.0 / 200e9};
+  // Of device messages (host messages are shm's): every early chunk is copied out of
+  // its slot, whatever the message's size; a chunk in flight when its operation is
+  // cancelled does not give its slot back.
+  static constexpr transport_traits traits{.sends = send_completion::when_buffered,
+                                           .fifo_equal_tags = true,
+                                           .early_message_bytes = std::size_t(-1),
+                                           .large_early_message_blocks_peer = false,
+                                           .sender_sees_size_refusal = false,
+                                           .cancel_halfway = cancel_mid_transfer::unspecified,
+                                           .reports_departed_peer = true,
+                                           .ranks_can_be_processes = true};
 
   // A host request goes to shm; a device one is an index into this rank's device operations.
   struct request {
@@ -201,6 +190,17 @@ class device_ipc {
     bool announced = false;      // receiving: a first chunk_ready was seen (an empty message has only that)
     std::vector<chunk> copying;
     int unsent_notices = 0;  // notices this operation posted that shm has not yet taken
+    std::exception_ptr failure;  // receiving: its message had another size
+  };
+
+  // The rest of a message whose receive failed for its size: its chunks are dropped
+  // as they come (their slots given back), so they reach no later receive. They are
+  // known by their message's size too: a chunk still waiting among the early ones
+  // may be counted after a later message's chunk has come.
+  struct rejected_message {
+    int peer = 0;
+    message_tag tag{};
+    std::size_t total = 0, left = 0;
   };
 
   // A chunk that came before its receive was posted: copied out of the slot (which
@@ -240,6 +240,7 @@ class device_ipc {
     std::vector<std::unique_ptr<device_op>> ops;  // by request index; null when free
     std::vector<std::uint32_t> order;             // the live ones, in the order they were posted
     std::vector<early_chunk> early;
+    std::vector<rejected_message> rejected;
     std::list<outgoing_notice> outgoing;  // stable: shm reads each body until its send completes
 
     state(shm h, Runtime r, device_ipc_options o) : host(std::move(h)), runtime(std::move(r)), options(o) {
@@ -277,7 +278,7 @@ class device_ipc {
       inbox = static_cast<std::byte*>(runtime.allocate_exported(std::size_t(n) * region_bytes(), mine));
       std::vector<typename Runtime::handle> theirs(static_cast<std::size_t>(n));
       std::vector<shm::request> reqs;
-      const message_tag tag{device_ipc_detail::handles_call, 0};
+      const message_tag tag{reserved_call::device_handles, 0};
       for (int p = 0; p < n; ++p) {
         if (p == rank()) continue;
         using handle = typename Runtime::handle;
@@ -327,6 +328,7 @@ class device_ipc {
 
     bool finished(std::uint32_t index) {
       device_op& o = *ops[index];
+      if (o.failure) std::rethrow_exception(o.failure);
       const bool done = o.copying.empty() && o.unsent_notices == 0 &&
                         (o.sending ? o.dispatched == o.total && o.announced : o.announced && o.arrived == o.total);
       if (done) forget_op(index);
@@ -427,7 +429,15 @@ class device_ipc {
           n.bytes > options.slot_bytes || n.offset > n.total || n.bytes > n.total - n.offset)
         throw error(errc::protocol_error, who() + "a malformed notice from rank " + std::to_string(p));
       const message_tag tag{n.call, static_cast<std::uint32_t>(n.step)};
-      if (device_op* o = posted_recv(p, tag)) {
+      if (drop_rejected(p, tag, n.total, n.bytes)) {
+        if (n.slot != no_slot) post_notice(p, {notice::slot_free, n.slot}, nullptr, true);
+        return;
+      }
+      // Behind an early chunk of the same message stream, a chunk waits its turn among
+      // the early ones: taken at once, it could go to a receive that the earlier
+      // chunk's message is due to (and fail it for its size).
+      const bool queued = std::any_of(early.begin(), early.end(), [&](const early_chunk& e) { return e.peer == p && e.tag == tag; });
+      if (device_op* o = queued ? nullptr : posted_recv(p, tag)) {
         take_chunk(*o, n.slot == no_slot ? nullptr : my_slot(p, n.slot), n.slot, nullptr, n.offset, n.bytes, n.total);
         return;
       }
@@ -452,12 +462,26 @@ class device_ipc {
       return nullptr;
     }
 
-    // Sends to one peer take slots in the order they were posted.
-    bool earlier_send_unfinished(const device_op& o) const {
+    // A chunk of a message whose receive failed for its size: dropped.
+    bool drop_rejected(int p, message_tag tag, std::size_t total, std::size_t bytes) {
+      const auto r = std::find_if(rejected.begin(), rejected.end(),
+                                  [&](const rejected_message& m) { return m.peer == p && m.tag == tag && m.total == total; });
+      if (r == rejected.end()) return false;
+      r->left -= std::min(r->left, bytes);
+      if (r->left == 0) rejected.erase(r);
+      return true;
+    }
+
+    // Sends to one peer take slots in the order they were posted. An empty message
+    // has no chunk, only its notice, which must also wait until every earlier
+    // message's notices have gone, or it would overtake them.
+    bool earlier_send_unfinished(const device_op& o, bool until_announced = false) const {
       for (std::uint32_t i : order) {
         const device_op& earlier = *ops[i];
         if (&earlier == &o) return false;
-        if (earlier.sending && earlier.peer == o.peer && earlier.dispatched < earlier.total) return true;
+        if (earlier.sending && earlier.peer == o.peer &&
+            (earlier.dispatched < earlier.total || (until_announced && (!earlier.copying.empty() || !earlier.announced))))
+          return true;
       }
       return false;
     }
@@ -468,9 +492,14 @@ class device_ipc {
       if (total != o.total) {  // the receive fails; the chunk's slot goes back to the sender all the same
         if (slot != no_slot) post_notice(o.peer, {notice::slot_free, slot}, nullptr, true);
         if (buffer) runtime.free(buffer);
-        throw error(total > o.total ? errc::message_truncated : errc::buffer_size_mismatch,
-                    who() + "rank " + std::to_string(o.peer) + " sent a device message of " + std::to_string(total) +
-                        " bytes where " + std::to_string(o.total) + " were expected");
+        o.failure = std::make_exception_ptr(error(total > o.total ? errc::message_truncated : errc::buffer_size_mismatch,
+                                                  who() + "rank " + std::to_string(o.peer) + " sent a device message of " +
+                                                      std::to_string(total) + " bytes where " + std::to_string(o.total) +
+                                                      " were expected"));
+        o.announced = true;  // matched: no later chunk is its
+        o.notified = o.total;
+        if (total > bytes) rejected.push_back({o.peer, o.tag, total, total - bytes});
+        return;
       }
       o.announced = true;
       o.notified += bytes;
@@ -483,7 +512,7 @@ class device_ipc {
 
     void progress_send(device_op& o) {
       peer_state& peer = peers[std::size_t(o.peer)];
-      if (o.total == 0 && !o.announced) {
+      if (o.total == 0 && !o.announced && !earlier_send_unfinished(o, true)) {
         o.announced = true;
         post_notice(o.peer, {notice::chunk_ready, no_slot, o.tag.call, o.tag.step, 0, 0, 0}, &o.unsent_notices, false);
       }
@@ -537,8 +566,15 @@ class device_ipc {
       for (std::size_t i = 0; i < early.size();) {
         const early_chunk e = early[i];
         device_op* o = nullptr;
-        if (stalled[std::size_t(e.peer)] || !e.held) stalled[std::size_t(e.peer)] = true;
-        else o = posted_recv(e.peer, e.tag);
+        if (stalled[std::size_t(e.peer)] || !e.held) {
+          stalled[std::size_t(e.peer)] = true;
+        } else if (drop_rejected(e.peer, e.tag, e.total, e.bytes)) {
+          early.erase(early.begin() + std::ptrdiff_t(i));
+          if (e.copy.buffer) runtime.free(e.copy.buffer);
+          continue;
+        } else {
+          o = posted_recv(e.peer, e.tag);
+        }
         if (o == nullptr) {
           ++i;
           continue;

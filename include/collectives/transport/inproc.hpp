@@ -1,7 +1,7 @@
 // In-process transport: the ranks are threads of one process and a message is read
 // straight out of the sender's buffer by the receiver (one copy, or none when the
 // receiver reduces it on the spot). The reference transport for tests, and useful to
-// engines that drive one device per thread.
+// engines that drive one device per thread. run_ranks.hpp starts such a group.
 #pragma once
 
 #include <algorithm>
@@ -16,9 +16,10 @@
 #include <thread>
 #include <vector>
 
-#include "../communicator.hpp"
 #include "../concepts/transport.hpp"
 #include "../error.hpp"
+#include "detail/matching.hpp"
+#include "detail/wire_transport.hpp"
 
 namespace collectives {
 
@@ -38,16 +39,20 @@ class inproc_group {
   int size() const { return static_cast<int>(mailboxes_.size()); }
   inline inproc transport(int rank);
 
-  void abort() {
-    aborted_.store(true);
+  // Wakes every rank's pending operations with errc::aborted. `by`: the rank that
+  // aborted, if a rank did.
+  void abort(int by = transport_detail::matching_engine<>::from_outside) {
+    int none = -1;
+    aborted_by_.compare_exchange_strong(none, by);
     for (auto& box : mailboxes_) box->wake();
   }
-  bool aborted() const { return aborted_.load(std::memory_order_relaxed); }
+  bool aborted() const { return aborted_by_.load(std::memory_order_relaxed) != -1; }
+  int aborted_by() const { return aborted_by_.load(std::memory_order_relaxed); }
 
  private:
   friend class inproc;
 
-  // What a posted send leaves for its receiver; the sender waits on `state`.
+  // What a posted send leaves for its receiver; the sender watches `status`.
   enum class send_status : int { pending, delivered, refused, failed };
   struct send_state {
     std::atomic<send_status> status{send_status::pending};
@@ -74,27 +79,36 @@ class inproc_group {
   };
 
   std::vector<std::unique_ptr<mailbox>> mailboxes_;
-  std::atomic<bool> aborted_{false};
+  std::atomic<int> aborted_by_{-1};
 };
 
+// The wire: a posted send leaves a note in its receiver's mailbox and the receiver
+// reads the sender's buffer when it matches the note, so a message waits in the
+// sender's memory until its receive is posted (the matching engine keeps no early
+// copies for this transport) and a send completes once its receiver has taken it.
 class inproc {
  public:
   // Posting a message costs a lock and a wake-up; moving it costs one memcpy.
   static constexpr link_costs costs{.latency_s = 4e-6, .per_message_s = 1e-6,
                                     .seconds_per_byte = 1.0 / 8e9, .reduce_seconds_per_byte = 1.0 / 8e9};
+  // A receiver reads a send out of the sender's buffer, so nothing is held in between;
+  // threads cannot die or leave apart from the process.
+  static constexpr transport_traits traits{.sends = send_completion::at_delivery,
+                                           .fifo_equal_tags = true,
+                                           .early_message_bytes = 0,
+                                           .large_early_message_blocks_peer = false,
+                                           .sender_sees_size_refusal = true,
+                                           .cancel_halfway = cancel_mid_transfer::link_goes_on,
+                                           .reports_departed_peer = false,
+                                           .ranks_can_be_processes = false};
 
   static constexpr std::chrono::microseconds poll_time{20};
 
-  // A handle on one posted operation; the state it refers to lives in the transport.
-  struct request {
-    std::uint32_t slot = UINT32_MAX;
-  };
+  using request = transport_detail::slot_request;
 
-  inproc(inproc_group& group, int rank) : group_(&group), rank_(rank) {
-    if (rank < 0 || rank >= group.size())
-      throw error(errc::invalid_peer, "inproc: rank " + std::to_string(rank) + " is not in a group of " +
-                                          std::to_string(group.size()));
-  }
+  inproc(inproc_group& group, int rank)
+      : group_(&group), rank_(rank),
+        match_(std::make_unique<engine>(checked_rank(group, rank), group.size(), transport_detail::early_limits{0, 0})) {}
   inproc(inproc&&) noexcept = default;
   inproc& operator=(inproc&&) noexcept = default;
 
@@ -102,57 +116,40 @@ class inproc {
   int size() const { return group_->size(); }
 
   request post_send(int peer, message_tag tag, std::span<const std::byte> data) {
-    check_peer(peer);
-    auto [slot, op] = take_slot();
-    op.type = op_type::send;
-    op.peer = peer;
-    op.state.status.store(inproc_group::send_status::pending, std::memory_order_relaxed);
-    auto& box = *group_->mailboxes_[peer];
+    const std::uint32_t slot = match_->post_send(peer, tag, data);
+    inproc_group::send_state& state = match_->at(slot).wire;
+    state.status.store(inproc_group::send_status::pending, std::memory_order_relaxed);
+    auto& box = *group_->mailboxes_[std::size_t(peer)];
     {
       std::lock_guard lock(box.mutex);
-      box.arrived.push_back({rank_, tag, data, &op.state});
+      box.arrived.push_back({rank_, tag, data, &state});
       box.activity.store(true, std::memory_order_release);
     }
     box.wakeup.notify_one();
     return {slot};
   }
 
-  request post_recv(int peer, message_tag tag, std::span<std::byte> into) {
-    check_peer(peer);
-    auto [slot, op] = take_slot();
-    op.type = op_type::recv;
-    op.peer = peer;
-    op.tag = tag;
-    op.into = into;
-    op.bytes = into.size();
-    return {slot};
-  }
+  request post_recv(int peer, message_tag tag, std::span<std::byte> into) { return {match_->post_recv(peer, tag, into)}; }
 
-  // Fused receive: `sink` reads the bytes straight from the sender's buffer.
-  request post_recv_reduce(int peer, message_tag tag, std::size_t bytes, std::size_t /*granule*/, chunk_sink sink) {
-    check_peer(peer);
-    auto [slot, op] = take_slot();
-    op.type = op_type::recv_reduce;
-    op.peer = peer;
-    op.tag = tag;
-    op.sink = sink;
-    op.bytes = bytes;
-    return {slot};
+  // Fused receive: the sink reads the bytes straight from the sender's buffer.
+  request post_recv_reduce(int peer, message_tag tag, std::size_t bytes, std::size_t granule, chunk_sink sink) {
+    return {match_->post_recv_reduce(peer, tag, bytes, granule, sink)};
   }
 
   bool test(request& r) {
-    pending_op& op = *slots_[r.slot];
-    if (group_->aborted()) throw error(errc::aborted, "rank " + std::to_string(rank_) + ": the group was aborted");
-    const bool done = op.type == op_type::send ? test_send(op) : test_receive(op);
-    if (done) release(r);
-    return done;
+    op& o = match_->at(r.slot);
+    if (group_->aborted()) match_->note_abort(group_->aborted_by());
+    match_->throw_if_broken();
+    if (o.type == op_type::send) settle_send(o);
+    else take_arrived(o);
+    return match_->finish(r.slot);
   }
 
   // Polls briefly before sleeping: a peer's answer often comes within microseconds,
   // sooner than a sleeping thread is woken. The poll yields the core on every turn,
   // so ranks that outnumber the cores still make progress.
   bool wait_for_activity(deadline until) {
-    auto& box = *group_->mailboxes_[rank_];
+    auto& box = *group_->mailboxes_[std::size_t(rank_)];
     const auto poll_until = std::min(until, clock::now() + poll_time);
     do {
       if (box.activity.exchange(false, std::memory_order_acq_rel)) return true;
@@ -165,160 +162,99 @@ class inproc {
   }
 
   void cancel(request& r) noexcept {
-    if (r.slot == UINT32_MAX) return;
-    pending_op& op = *slots_[r.slot];
-    if (op.type == op_type::send) withdraw_send(op);
-    release(r);
+    if (r.slot == transport_detail::no_slot) return;
+    op& o = match_->at(r.slot);
+    if (o.type == op_type::send) withdraw_send(o);
+    match_->cancel(r.slot);
   }
 
-  void abort() { group_->abort(); }
+  void abort() { group_->abort(rank_); }
 
  private:
-  enum class op_type { send, recv, recv_reduce };
-  struct pending_op {
-    op_type type = op_type::send;
-    int peer = -1;
-    message_tag tag{};
-    std::span<std::byte> into{};
-    chunk_sink sink{};
-    std::size_t bytes = 0;
-    inproc_group::send_state state;  // for sends: what the receiver reports
-  };
+  using engine = transport_detail::matching_engine<inproc_group::send_state>;
+  using op = engine::op;
+  using op_type = transport_detail::op_type;
+  using op_state = transport_detail::op_state;
+  using send_status = inproc_group::send_status;
 
-  void check_peer(int peer) const {
-    if (peer < 0 || peer >= size() || peer == rank_)
-      throw error(errc::invalid_peer, "rank " + std::to_string(rank_) + ": peer " + std::to_string(peer) +
-                                          " is not another rank of a group of " + std::to_string(size()));
+  static int checked_rank(const inproc_group& group, int rank) {
+    if (rank < 0 || rank >= group.size())
+      throw error(errc::invalid_peer, "inproc: rank " + std::to_string(rank) + " is not in a group of " +
+                                          std::to_string(group.size()));
+    return rank;
   }
 
-  std::pair<std::uint32_t, pending_op&> take_slot() {
-    if (free_.empty()) {
-      slots_.push_back(std::make_unique<pending_op>());
-      free_.push_back(static_cast<std::uint32_t>(slots_.size() - 1));
+  // What the receiver made of this rank's send.
+  void settle_send(op& o) {
+    switch (o.wire.status.load(std::memory_order_acquire)) {
+      case send_status::pending: return;
+      case send_status::delivered: o.state = op_state::done; return;
+      case send_status::refused: return match_->fail_refused(o, o.wire.expected_bytes);
+      case send_status::failed:
+        return match_->fail(o, errc::aborted, "rank " + std::to_string(o.peer) + " failed while receiving this rank's message");
     }
-    const std::uint32_t slot = free_.back();
-    free_.pop_back();
-    return {slot, *slots_[slot]};
   }
 
-  void release(request& r) {
-    free_.push_back(r.slot);
-    r.slot = UINT32_MAX;
-  }
-
-  bool test_send(pending_op& op) {
-    const auto status = op.state.status.load(std::memory_order_acquire);
-    if (status == inproc_group::send_status::refused)
-      throw error(errc::buffer_size_mismatch, "rank " + std::to_string(rank_) + ": rank " + std::to_string(op.peer) +
-                                                  " expected " + std::to_string(op.state.expected_bytes) +
-                                                  " bytes of this message; do all ranks pass the same counts?");
-    if (status == inproc_group::send_status::failed)
-      throw error(errc::aborted, "rank " + std::to_string(rank_) + ": rank " + std::to_string(op.peer) +
-                                     " failed while receiving this rank's message");
-    return status == inproc_group::send_status::delivered;
-  }
-
-  // Takes the matching send out of this rank's mailbox, if it has arrived, and moves
-  // its bytes; the sender's buffer is read here, on the receiver's thread.
-  bool test_receive(pending_op& op) {
-    auto& box = *group_->mailboxes_[rank_];
-    inproc_group::posted_send message;
-    {
-      std::lock_guard lock(box.mutex);
-      auto it = std::find_if(box.arrived.begin(), box.arrived.end(),
-                             [&](const auto& m) { return m.source == op.peer && m.tag == op.tag; });
-      if (it == box.arrived.end()) return false;
-      message = *it;
-      box.arrived.erase(it);
-    }
-    if (message.data.size() != op.bytes) {
-      message.state->expected_bytes = op.bytes;
-      settle(message, inproc_group::send_status::refused);
-      throw error(message.data.size() > op.bytes ? errc::message_truncated : errc::buffer_size_mismatch,
-                  "rank " + std::to_string(rank_) + ": rank " + std::to_string(op.peer) + " sent " +
-                      std::to_string(message.data.size()) + " bytes where " + std::to_string(op.bytes) +
-                      " were expected; do all ranks pass the same counts?");
-    }
-    try {
-      if (op.type == op_type::recv) {
-        if (!message.data.empty()) std::memcpy(op.into.data(), message.data.data(), message.data.size());
-      } else {
-        op.sink(0, message.data);  // runs the user's op, which may throw
+  // Offers the notes `peer` left in this rank's mailbox to the matching engine, in
+  // the order they came, and takes each one that lands (in a receive posted for it,
+  // or nowhere, when its size is wrong), until `o` has its message; the others stay.
+  // The sender's buffer is read here, on the receiver's thread.
+  void take_arrived(const op& o) {
+    while (o.state == op_state::posted) {
+      auto& box = *group_->mailboxes_[std::size_t(rank_)];
+      inproc_group::posted_send message{};
+      {
+        std::lock_guard lock(box.mutex);
+        auto it = box.arrived.begin();
+        for (; it != box.arrived.end(); ++it)
+          if (it->source == o.peer && match_->begin_message(o.peer, it->tag, it->data.size()) != transport_detail::landing::held) break;
+        if (it == box.arrived.end()) return;
+        message = *it;
+        box.arrived.erase(it);
       }
-    } catch (...) {
-      settle(message, inproc_group::send_status::failed);
-      throw;
+      take(message);
     }
-    settle(message, inproc_group::send_status::delivered);
-    return true;
   }
 
-  void settle(const inproc_group::posted_send& message, inproc_group::send_status status) {
+  void take(const inproc_group::posted_send& message) {
+    const int peer = message.source;
+    const std::uint32_t into = match_->receiving(peer);
+    const std::size_t expected = match_->expected_bytes(peer);
+    if (!message.data.empty()) match_->deliver(peer, message.data);  // runs the user's op for a fused receive
+    if (into == transport_detail::no_slot && message.data.size() != expected) {
+      message.state->expected_bytes = expected;
+      settle(message, send_status::refused);
+    } else {
+      settle(message, into != transport_detail::no_slot && match_->at(into).state == op_state::failed ? send_status::failed
+                                                                                                   : send_status::delivered);
+    }
+  }
+
+  void settle(const inproc_group::posted_send& message, send_status status) {
     message.state->status.store(status, std::memory_order_release);
-    group_->mailboxes_[message.source]->wake();
+    group_->mailboxes_[std::size_t(message.source)]->wake();
   }
 
   // Removes a send its receiver has not taken yet; if the receiver is reading it right
   // now, waits for that read to finish so the buffer can be reused.
-  void withdraw_send(pending_op& op) noexcept {
-    auto& box = *group_->mailboxes_[op.peer];
+  void withdraw_send(op& o) noexcept {
+    auto& box = *group_->mailboxes_[std::size_t(o.peer)];
     {
       std::lock_guard lock(box.mutex);
-      auto it = std::find_if(box.arrived.begin(), box.arrived.end(),
-                             [&](const auto& m) { return m.state == &op.state; });
+      auto it = std::find_if(box.arrived.begin(), box.arrived.end(), [&](const auto& m) { return m.state == &o.wire; });
       if (it != box.arrived.end()) {
         box.arrived.erase(it);
         return;
       }
     }
-    while (op.state.status.load(std::memory_order_acquire) == inproc_group::send_status::pending)
-      std::this_thread::yield();
+    while (o.wire.status.load(std::memory_order_acquire) == send_status::pending) std::this_thread::yield();
   }
 
   inproc_group* group_;
   int rank_;
-  std::vector<std::unique_ptr<pending_op>> slots_;
-  std::vector<std::uint32_t> free_;
+  std::unique_ptr<engine> match_;  // behind a pointer: the transport moves, its operations stay put
 };
 
 inline inproc inproc_group::transport(int rank) { return inproc(*this, rank); }
-
-// Runs fn(communicator<inproc>&) on `size` threads, one per rank, and waits for all.
-// If a rank throws, the group is aborted so the others stop waiting, and the first
-// rank's own error (not the "aborted" that followed it) is rethrown.
-template <class Fn>
-void run_ranks(int size, Fn&& fn, std::chrono::milliseconds timeout = default_timeout) {
-  inproc_group group(size);
-  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(size));
-  {
-    std::vector<std::jthread> threads;
-    threads.reserve(static_cast<std::size_t>(size));
-    for (int r = 0; r < size; ++r)
-      threads.emplace_back([&, r] {
-        try {
-          communicator<inproc> comm(group.transport(r), timeout);
-          fn(comm);
-        } catch (...) {
-          errors[static_cast<std::size_t>(r)] = std::current_exception();
-          group.abort();
-        }
-      });
-  }
-  auto is_echo = [](const std::exception_ptr& e) {
-    try {
-      std::rethrow_exception(e);
-    } catch (const error& x) {
-      return x.code() == errc::aborted;
-    } catch (...) {
-      return false;
-    }
-  };
-  std::exception_ptr first;
-  for (auto& e : errors)
-    if (e && !is_echo(e)) { first = e; break; }
-  for (auto& e : errors)
-    if (!first && e) first = e;
-  if (first) std::rethrow_exception(first);
-}
 
 }  // namespace collectives

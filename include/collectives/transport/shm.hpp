@@ -18,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "../bootstrap/environment.hpp"
@@ -26,6 +27,8 @@
 #include "../concepts/transport.hpp"
 #include "../error.hpp"
 #include "../log.hpp"
+#include "../settings.hpp"
+#include "detail/wire_transport.hpp"
 #include "shm/engine.hpp"
 #include "shm/segment.hpp"
 #include "shm/segment_name.hpp"
@@ -44,43 +47,40 @@ struct shm_options {
   // COLLECTIVES_SHM_POLL_US (how long a wait polls before it sleeps, however many cores).
   static shm_options from_env() {
     shm_options o;
-    auto number = [](const char* name, double lowest, double highest) -> std::optional<double> {
-      const char* v = std::getenv(name);
-      if (v == nullptr || *v == '\0') return std::nullopt;
-      char* end = nullptr;
-      const double x = std::strtod(v, &end);
-      if (end == v || *end != '\0' || !(x >= lowest && x <= highest))
-        throw error(errc::invalid_config, std::string(name) + "=" + v + " is not a number from " +
-                                              std::to_string(static_cast<long long>(lowest)) + " to " +
-                                              std::to_string(static_cast<long long>(highest)));
-      return x;
-    };
-    if (auto s = number("COLLECTIVES_STARTUP_TIMEOUT", 0.001, 1e6)) o.startup_timeout = std::chrono::milliseconds{static_cast<long long>(*s * 1000)};
-    if (auto b = number("COLLECTIVES_SHM_SLOT_BYTES", 64, 64 << 20)) o.slot_bytes = static_cast<std::size_t>(*b);
-    if (auto n = number("COLLECTIVES_SHM_SLOTS", 2, 1 << 16)) o.slots = static_cast<std::size_t>(*n);
-    if (auto us = number("COLLECTIVES_SHM_POLL_US", 0, 1e7))
-      o.limits.poll_time = o.limits.oversubscribed_poll_time = std::chrono::microseconds{static_cast<long long>(*us)};
+    if (auto t = settings::seconds("COLLECTIVES_STARTUP_TIMEOUT")) o.startup_timeout = *t;
+    if (auto b = settings::byte_size("COLLECTIVES_SHM_SLOT_BYTES")) o.slot_bytes = *b;
+    if (auto n = settings::whole_number("COLLECTIVES_SHM_SLOTS")) o.slots = static_cast<std::size_t>(*n);
+    if (auto us = settings::whole_number("COLLECTIVES_SHM_POLL_US"))
+      o.limits.poll_time = o.limits.oversubscribed_poll_time = std::chrono::microseconds{*us};
     return o;
   }
 };
 
-class shm {
+class shm : public transport_detail::wire_transport<shm_detail::engine> {
  public:
+  // Its name in COLLECTIVES_TRANSPORT (concepts/transport_selection.hpp).
+  static constexpr std::string_view selection_name = "shm";
+
   // Figures of these 2-core machines; the automatic choice only needs their proportions.
   static constexpr link_costs costs{.latency_s = 1e-6, .per_message_s = 0.3e-6,
                                     .seconds_per_byte = 1.0 / 5e9, .reduce_seconds_per_byte = 1.0 / 8e9};
-
-  struct request {
-    std::uint32_t slot = shm_detail::no_slot;
-  };
+  // With the default engine_limits: a large early message stays in its FIFO.
+  static constexpr transport_traits traits{.sends = send_completion::when_buffered,
+                                           .fifo_equal_tags = true,
+                                           .early_message_bytes = shm_detail::engine_limits{}.early.message_bytes,
+                                           .large_early_message_blocks_peer = true,
+                                           .sender_sees_size_refusal = false,
+                                           .cancel_halfway = cancel_mid_transfer::link_fails,
+                                           .reports_departed_peer = true,
+                                           .ranks_can_be_processes = true};
 
   // Joins the group that every one of `size` ranks names `segment` (a file name in
   // /dev/shm, without a slash). Returns once every rank has mapped the segment.
   shm(int rank, int size, std::string segment, shm_options options = shm_options::from_env())
-      : engine_(std::make_unique<shm_detail::engine>(checked_rank(rank, size), start(rank, size, std::move(segment), options),
-                                                     options.limits)) {
+      : wire_transport(std::make_unique<shm_detail::engine>(checked_rank(rank, size), start(rank, size, std::move(segment), options),
+                                                            options.limits)) {
     for (int p = 0; p < size; ++p)
-      if (p != rank && same_pid_namespace(p)) engine_->watch().watch(p, shared_segment().rank(p).pid);
+      if (p != rank && same_pid_namespace(p)) wire_->watch().watch(p, shared_segment().rank(p).pid);
     if (log::enabled(log::level::info)) log::info(describe());
   }
 
@@ -117,19 +117,6 @@ class shm {
   shm(shm&&) noexcept = default;
   shm& operator=(shm&&) noexcept = default;
 
-  int rank() const { return engine_->rank(); }
-  int size() const { return engine_->size(); }
-
-  request post_send(int peer, message_tag tag, std::span<const std::byte> data) { return {engine_->post_send(peer, tag, data)}; }
-  request post_recv(int peer, message_tag tag, std::span<std::byte> into) { return {engine_->post_recv(peer, tag, into)}; }
-  request post_recv_reduce(int peer, message_tag tag, std::size_t bytes, std::size_t granule, chunk_sink sink) {
-    return {engine_->post_recv_reduce(peer, tag, bytes, granule, sink)};
-  }
-  bool test(request& r) { return engine_->test(r.slot); }
-  bool wait_for_activity(deadline until) { return engine_->wait_for_activity(until); }
-  void cancel(request& r) noexcept { engine_->cancel(r.slot); }
-  void abort() { engine_->abort(); }
-
   std::string describe() const {
     std::string s = "shm rank " + std::to_string(rank()) + " of " + std::to_string(size());
     if (size() == 1) return s + " (no segment)";
@@ -141,7 +128,7 @@ class shm {
   }
 
  private:
-  const shm_detail::segment& shared_segment() const { return engine_->shared_segment(); }
+  const shm_detail::segment& shared_segment() const { return wire_->shared_segment(); }
 
   bool same_pid_namespace(int peer) const {
     return shared_segment().rank(peer).pid_namespace == shared_segment().rank(rank()).pid_namespace;
@@ -208,8 +195,6 @@ class shm {
       pause = std::min(pause * 2, std::chrono::microseconds(5000));
     }
   }
-
-  std::unique_ptr<shm_detail::engine> engine_;
 };
 
 }  // namespace collectives

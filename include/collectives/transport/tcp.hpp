@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "../bootstrap/auth.hpp"
 #include "../bootstrap/environment.hpp"
@@ -24,6 +25,8 @@
 #include "../concepts/transport.hpp"
 #include "../error.hpp"
 #include "../log.hpp"
+#include "../settings.hpp"
+#include "detail/wire_transport.hpp"
 #include "tcp/address.hpp"
 #include "tcp/engine.hpp"
 #include "tcp/mesh.hpp"
@@ -42,28 +45,30 @@ struct tcp_options {
   // COLLECTIVES_SOCKET_IFNAME and COLLECTIVES_STARTUP_TIMEOUT (seconds).
   static tcp_options from_env() {
     tcp_options o;
-    if (const char* v = std::getenv("COLLECTIVES_SOCKET_IFNAME")) o.interface = v;
-    if (const char* v = std::getenv("COLLECTIVES_STARTUP_TIMEOUT")) {
-      char* end = nullptr;
-      const double seconds = std::strtod(v, &end);
-      if (end == v || *end != '\0' || !(seconds > 0))
-        throw error(errc::invalid_config, std::string("COLLECTIVES_STARTUP_TIMEOUT=") + v + " is not a positive number of seconds");
-      o.startup_timeout = std::chrono::milliseconds{static_cast<long long>(seconds * 1000)};
-    }
+    if (auto name = settings::text("COLLECTIVES_SOCKET_IFNAME")) o.interface = std::move(*name);
+    if (auto t = settings::seconds("COLLECTIVES_STARTUP_TIMEOUT")) o.startup_timeout = *t;
     return o;
   }
 };
 
-class tcp {
+class tcp : public transport_detail::wire_transport<tcp_detail::engine> {
  public:
+  // Its name in COLLECTIVES_TRANSPORT (concepts/transport_selection.hpp).
+  static constexpr std::string_view selection_name = "tcp";
+
   // Loopback figures of these machines; other networks differ, and the automatic
   // choice only needs their proportions.
   static constexpr link_costs costs{.latency_s = 25e-6, .per_message_s = 4e-6,
                                     .seconds_per_byte = 1.0 / 2.5e9, .reduce_seconds_per_byte = 1.0 / 8e9};
-
-  struct request {
-    std::uint32_t slot = tcp_detail::no_slot;
-  };
+  // With the default engine_limits: a large early frame stays in the socket.
+  static constexpr transport_traits traits{.sends = send_completion::when_buffered,
+                                           .fifo_equal_tags = true,
+                                           .early_message_bytes = tcp_detail::engine_limits{}.early.message_bytes,
+                                           .large_early_message_blocks_peer = true,
+                                           .sender_sees_size_refusal = false,
+                                           .cancel_halfway = cancel_mid_transfer::link_fails,
+                                           .reports_departed_peer = true,
+                                           .ranks_can_be_processes = true};
 
   // Joins the group as `rank` of `size`, meeting the other ranks through `store`
   // (any store all ranks share). Returns once every pair of ranks is connected.
@@ -91,19 +96,6 @@ class tcp {
   tcp(tcp&&) noexcept = default;
   tcp& operator=(tcp&&) noexcept = default;
 
-  int rank() const { return engine_->rank(); }
-  int size() const { return engine_->size(); }
-
-  request post_send(int peer, message_tag tag, std::span<const std::byte> data) { return {engine_->post_send(peer, tag, data)}; }
-  request post_recv(int peer, message_tag tag, std::span<std::byte> into) { return {engine_->post_recv(peer, tag, into)}; }
-  request post_recv_reduce(int peer, message_tag tag, std::size_t bytes, std::size_t granule, chunk_sink sink) {
-    return {engine_->post_recv_reduce(peer, tag, bytes, granule, sink)};
-  }
-  bool test(request& r) { return engine_->test(r.slot); }
-  bool wait_for_activity(deadline until) { return engine_->wait_for_activity(until); }
-  void cancel(request& r) noexcept { engine_->cancel(r.slot); }
-  void abort() { engine_->abort(); }
-
   // Where this rank listens and every rank's address, for logs.
   std::string describe() const {
     std::string s = "tcp rank " + std::to_string(rank()) + " of " + std::to_string(size());
@@ -119,17 +111,17 @@ class tcp {
 
  private:
   tcp(int rank, int size, bootstrap::key_value_store* store, const auth::job_token& token, tcp_options options)
-      : engine_(std::make_unique<tcp_detail::engine>(checked_rank(rank, size), size, options.limits)) {
+      : wire_transport(std::make_unique<tcp_detail::engine>(checked_rank(rank, size), size, options.limits)) {
     if (size == 1) return;
     const deadline until = clock::now() + options.startup_timeout;
     // Every rank creates its communicators in the same order, so each one's count
     // names the same group on every rank, even in a store that outlives a group.
     const auto generation = store->add("collectives/tcp/communicators/" + std::to_string(rank), 1);
     interface_ = tcp_detail::choose_interface(options.interface, route_target(options.route_to));
-    mesh_ = tcp_detail::connect_mesh(engine_->io(), rank, size, *store,
+    mesh_ = tcp_detail::connect_mesh(wire_->io(), rank, size, *store,
                                      "collectives/tcp/" + std::to_string(generation) + "/address/", token, interface_,
                                      until, {options.handshake_limit});
-    engine_->adopt(std::move(mesh_.peers));
+    wire_->adopt(std::move(mesh_.peers));
     meet_everyone(until);
     if (log::enabled(log::level::info)) log::info(describe());
   }
@@ -150,7 +142,7 @@ class tcp {
   // start-up, so nobody needs the store any more and the first call finds all ready.
   void meet_everyone(deadline until) {
     std::vector<request> pending;
-    const message_tag hello{UINT64_MAX, 0};
+    const message_tag hello{reserved_call::tcp_hello, 0};
     for (int p = 0; p < size(); ++p)
       if (p != rank()) {
         pending.push_back(post_send(p, hello, {}));
@@ -169,7 +161,6 @@ class tcp {
     }
   }
 
-  std::unique_ptr<tcp_detail::engine> engine_;
   tcp_detail::local_interface interface_;
   tcp_detail::mesh mesh_;
 };

@@ -121,14 +121,6 @@ inline void connect_to(std::shared_ptr<state> s, int peer, tcp::endpoint where, 
   });
 }
 
-inline tcp::endpoint parse_published(const std::string& text) {
-  const auto [host, port] = split_host_port(text);
-  boost::system::error_code ec;
-  const auto address = asio::ip::make_address(host, ec);
-  if (ec) throw error(errc::protocol_error, "the store holds an unreadable rank address \"" + text + "\"");
-  return {address, static_cast<unsigned short>(std::stoul(port))};
-}
-
 }  // namespace mesh_steps
 
 // Connects this rank to every other; `io` then owns the connections' I/O. Throws
@@ -154,9 +146,12 @@ inline mesh connect_mesh(asio::io_context& io, int rank, int size, bootstrap::ke
   std::jthread lookup([s, &store, &io, key_prefix, rank, until] {
     try {
       for (int peer = 0; peer < rank; ++peer) {
-        const auto where = parse_published(store.get(key_prefix + std::to_string(peer), until));
+        const auto where = parse_endpoint(store.get(key_prefix + std::to_string(peer), until));
         asio::post(io, [s, peer, where] { connect_to(s, peer, where, std::chrono::milliseconds{10}); });
       }
+    } catch (const error& e) {  // a rank that never published, or published garbage: say which
+      const auto code = static_cast<errc>(e.code().value());
+      asio::post(io, [s, code, why = std::string(e.what())] { s->fail(code, why); });
     } catch (const std::exception& e) {
       asio::post(io, [s, why = std::string(e.what())] { s->fail(errc::timeout, why); });
     }

@@ -1,0 +1,48 @@
+// The Transport concept's calls for a transport built on the matching engine: each
+// forwards to the transport's wire (shm's FIFOs, tcp's connections), which owns the
+// matching engine. A request is the slot of its operation, the same type for every
+// such transport, so a transport that picks one at run time passes it on as it is.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <utility>
+
+#include "../../concepts/transport.hpp"
+#include "matching.hpp"
+
+namespace collectives::transport_detail {
+
+struct slot_request {
+  std::uint32_t slot = no_slot;
+};
+
+template <class Wire>
+class wire_transport {
+ public:
+  using request = slot_request;
+
+  int rank() const { return wire_->rank(); }
+  int size() const { return wire_->size(); }
+
+  request post_send(int peer, message_tag tag, std::span<const std::byte> data) { return {wire_->post_send(peer, tag, data)}; }
+  request post_recv(int peer, message_tag tag, std::span<std::byte> into) { return {wire_->post_recv(peer, tag, into)}; }
+  request post_recv_reduce(int peer, message_tag tag, std::size_t bytes, std::size_t granule, chunk_sink sink) {
+    return {wire_->post_recv_reduce(peer, tag, bytes, granule, sink)};
+  }
+  bool test(request& r) { return wire_->test(r.slot); }
+  bool wait_for_activity(deadline until) { return wire_->wait_for_activity(until); }
+  void cancel(request& r) noexcept { wire_->cancel(r.slot); }
+  void abort() { wire_->abort(); }
+
+ protected:
+  explicit wire_transport(std::unique_ptr<Wire> wire) : wire_(std::move(wire)) {}
+
+  // Behind a pointer, so the transport moves while its wire stays put (handlers and
+  // peers' doorbells refer to it).
+  std::unique_ptr<Wire> wire_;
+};
+
+}  // namespace collectives::transport_detail

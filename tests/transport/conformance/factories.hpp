@@ -1,0 +1,135 @@
+// One factory per transport for the conformance suite. A factory names the transport,
+// makes a group of its ranks (`group(size)`, then `join(rank)` on each rank's thread,
+// or in a forked process where the transport's traits allow), and posts the suite's
+// messages (device_ipc's through its device path). Adding a transport to the suite is
+// adding a factory here and its type to the list in conformance_test.cpp.
+#pragma once
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <string>
+
+#include <collectives/bootstrap/file_store.hpp>
+#include <collectives/transport/device_ipc.hpp>
+#include <collectives/transport/inproc.hpp>
+#include <collectives/transport/shm.hpp>
+#include <collectives/transport/tcp.hpp>
+
+#include "../../device/host_runtime.hpp"
+
+namespace conformance {
+
+namespace coll = collectives;
+using namespace std::chrono_literals;
+
+// Long enough for a loaded 2-core machine, short enough that a failure can't hang CI.
+inline constexpr auto startup_limit = 10s;
+
+// A name no other group, test or test process uses.
+inline std::string fresh_name(const char* what) {
+  static std::atomic<int> made{0};
+  return std::string("collectives-conformance-") + what + "-" + std::to_string(::getpid()) + "-" + std::to_string(made++);
+}
+
+// The plain post_send / post_recv of a host transport.
+template <class T>
+struct host_messages {
+  using transport = T;
+  using request = typename T::request;
+  static request send(T& t, int peer, coll::message_tag tag, std::span<const std::byte> out) { return t.post_send(peer, tag, out); }
+  static request recv(T& t, int peer, coll::message_tag tag, std::span<std::byte> in) { return t.post_recv(peer, tag, in); }
+};
+
+struct inproc_factory : host_messages<coll::inproc> {
+  static constexpr const char* name = "inproc";
+  class group {
+   public:
+    explicit group(int size) : group_(size) {}
+    coll::inproc join(int rank) { return group_.transport(rank); }
+
+   private:
+    coll::inproc_group group_;
+  };
+};
+
+// Small slots (1000 bytes, rounded up to 1024) and two of them: a message longer than
+// 2 KiB waits for its receiver, and no element of 12 or 24 bytes fits a slot evenly.
+inline coll::shm_options small_shm_fifos() {
+  coll::shm_options o;
+  o.slot_bytes = 1000;
+  o.slots = 2;
+  o.startup_timeout = startup_limit;
+  return o;
+}
+
+struct shm_factory : host_messages<coll::shm> {
+  static constexpr const char* name = "shm";
+  class group {
+   public:
+    explicit group(int size) : size_(size) {}
+    coll::shm join(int rank) { return coll::shm(rank, size_, name_, small_shm_fifos()); }
+
+   private:
+    int size_;
+    std::string name_ = fresh_name("shm");
+  };
+};
+
+// Ranks meet through a file store, which a forked rank shares as well as a thread.
+struct tcp_factory : host_messages<coll::tcp> {
+  static constexpr const char* name = "tcp";
+  class group {
+   public:
+    explicit group(int size) : size_(size) {}
+    group(const group&) = delete;
+    group& operator=(const group&) = delete;
+    ~group() {
+      std::error_code ignored;
+      std::filesystem::remove_all(dir_, ignored);
+    }
+    coll::tcp join(int rank) {
+      coll::bootstrap::file_store store(dir_);
+      coll::tcp_options o;
+      o.interface = "127.0.0.1";
+      o.startup_timeout = startup_limit;
+      return coll::tcp(rank, size_, store, coll::auth::job_token("conformance-token"), o);
+    }
+
+   private:
+    int size_;
+    std::filesystem::path dir_ = std::filesystem::temp_directory_path() / fresh_name("tcp");
+  };
+};
+
+// device_ipc on host memory standing in for the device; the suite's messages take the
+// device path (inbox slots of 4 KiB, two per sender, so large messages wait for credits).
+struct device_standin_factory {
+  static constexpr const char* name = "device_ipc<host_runtime>";
+  using transport = coll::device_ipc<testing::host_runtime>;
+  using request = transport::request;
+  using space = transport::memory_space;
+  static request send(transport& t, int peer, coll::message_tag tag, std::span<const std::byte> out) {
+    return t.post_send(peer, tag, out, space{});
+  }
+  static request recv(transport& t, int peer, coll::message_tag tag, std::span<std::byte> in) {
+    return t.post_recv(peer, tag, in, space{});
+  }
+  class group {
+   public:
+    explicit group(int size) : size_(size) {}
+    transport join(int rank) {
+      coll::shm host(rank, size_, name_, small_shm_fifos());
+      return transport(std::move(host), testing::host_runtime{}, {.slot_bytes = 4096, .slots = 2},
+                       coll::clock::now() + startup_limit);
+    }
+
+   private:
+    int size_;
+    std::string name_ = fresh_name("device");
+  };
+};
+
+}  // namespace conformance
