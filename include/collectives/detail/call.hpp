@@ -149,14 +149,13 @@ void run(communicator<Tr>& comm, const char* call, Kind kind, plan_request req, 
   if (comm.checks_calls())  // all_to_allv's counts differ by rank by design
     check_same_call<Algorithm, Op>(comm, call, req, !std::is_same_v<Kind, kind::all_to_allv>);
   log_algorithm<Algorithm>(comm, call, kind, req);
-  auto execute_plan = [&](const schedule& plan) {
-    execute<Space>(plan, comm.transport(), call_buffers<T, Space>{input, output}, op,
-                   call_context::starting_now(call, comm.next_call(), comm.timeout()), comm.workspace());
-  };
-  if (plan_cache::keeps(req))
-    execute_plan(comm.plans().find_or_make(plan_cache::key_of<Algorithm, Kind>(req), [&] { return Algorithm::plan(kind, req); }));
-  else
-    execute_plan(Algorithm::plan(kind, req));
+  schedule uncached;  // a plan the cache does not keep lives for this call only
+  const schedule& plan =
+      plan_cache::keeps(req)
+          ? comm.plans().find_or_make(plan_cache::key_of<Algorithm, Kind>(req), [&] { return Algorithm::plan(kind, req); })
+          : (uncached = Algorithm::plan(kind, req));
+  executor<Tr, T, Op, Space>(plan, comm.transport(), {input, output}, op, comm.workspace())
+      .run(call_context::starting_now(call, comm.next_call(), comm.timeout()));
 }
 
 }  // namespace detail
