@@ -4,7 +4,9 @@
 
 #include <collectives/transport/detail/matching.hpp>
 
+#include <algorithm>
 #include <cstring>
+#include <memory>
 #include <numeric>
 #include <vector>
 
@@ -20,7 +22,8 @@ std::vector<std::byte> bytes_from(int first, std::size_t n) {
 }
 
 // A whole message from `peer`, in pieces of `piece` bytes, as a wire would hand it over.
-landing arrive(matching_engine<>& m, int peer, coll::message_tag tag, std::span<const std::byte> message, std::size_t piece = 1 << 30) {
+template <class Engine>
+landing arrive(Engine& m, int peer, coll::message_tag tag, std::span<const std::byte> message, std::size_t piece = 1 << 30) {
   const landing l = m.begin_message(peer, tag, message.size());
   if (l == landing::held) return l;
   for (std::size_t at = 0; at < message.size(); at += piece)
@@ -29,7 +32,8 @@ landing arrive(matching_engine<>& m, int peer, coll::message_tag tag, std::span<
   return l;
 }
 
-bool done(matching_engine<>& m, std::uint32_t& slot) { return m.finish(slot); }
+template <class Engine>
+bool done(Engine& m, std::uint32_t& slot) { return m.finish(slot); }
 
 }  // namespace
 
@@ -190,4 +194,61 @@ TEST_CASE("an empty message completes at once; a receive posted after it takes i
   // A wire that keeps no early data holds even an empty message until its receive.
   matching_engine<> rendezvous(0, 2, early_limits{0, 0});
   CHECK(rendezvous.begin_message(1, {6, 0}, 0) == landing::held);
+}
+
+namespace {
+
+// A bytes policy that keeps its early buffers apart from the messages' memory and
+// records what the engine does with it: every byte of a message must go through its
+// copy, every early buffer taken must be given back. device_ipc relies on both.
+struct ledger_bytes {
+  struct buffer {
+    std::vector<std::byte>* block = nullptr;
+  };
+  struct books {
+    std::size_t copied = 0, taken = 0, given_back = 0;
+    std::vector<std::unique_ptr<std::vector<std::byte>>> blocks;
+  };
+  books* b;
+  static std::byte* data(buffer& x) { return x.block ? x.block->data() : nullptr; }
+  void copy(std::byte* to, const std::byte* from, std::size_t n) {
+    if (n != 0) std::memcpy(to, from, n);
+    b->copied += n;
+  }
+  buffer take(std::size_t bytes) {
+    ++b->taken;
+    b->blocks.push_back(std::make_unique<std::vector<std::byte>>(bytes));
+    return {b->blocks.back().get()};
+  }
+  void give_back(buffer&& x) {
+    ++b->given_back;
+    std::fill(x.block->begin(), x.block->end(), std::byte{0xdd});  // reading it after this shows as wrong bytes
+  }
+};
+
+}  // namespace
+
+TEST_CASE("every byte moves through the engine's bytes policy, and every early buffer goes back to it") {
+  ledger_bytes::books books;
+  matching_engine<no_wire_state, ledger_bytes> m(0, 2, early_limits{.message_bytes = 64, .bytes_per_peer = 256}, ledger_bytes{&books});
+  const auto posted = bytes_from(1, 40), early = bytes_from(2, 50), claimed = bytes_from(3, 30);
+  std::vector<std::byte> a(40), b(50), c(30);
+
+  auto ra = m.post_recv(1, {8, 0}, a);
+  CHECK(arrive(m, 1, {8, 0}, posted, 7) == landing::receive);  // straight into the receive: one copy
+  CHECK(arrive(m, 1, {8, 1}, early, 9) == landing::early);     // into an early buffer, then out of it
+  REQUIRE(m.begin_message(1, {8, 2}, claimed.size()) == landing::early);
+  m.deliver(1, std::span(claimed).first(10));
+  auto rc = m.post_recv(1, {8, 2}, c);  // claims the message while it arrives
+  m.deliver(1, std::span(claimed).subspan(10));
+  auto rb = m.post_recv(1, {8, 1}, b);
+  CHECK(done(m, ra));
+  CHECK(done(m, rb));
+  CHECK(done(m, rc));
+  CHECK(a == posted);
+  CHECK(b == early);
+  CHECK(c == claimed);
+  CHECK(books.copied == posted.size() + 2 * early.size() + 2 * claimed.size());
+  CHECK(books.taken == 2);
+  CHECK(books.given_back == 2);
 }

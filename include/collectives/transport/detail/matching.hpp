@@ -13,6 +13,9 @@
 // it again once another receive is posted. So no size from a peer ever sizes an
 // allocation beyond the early budget.
 //
+// The engine moves bytes through a policy, host memory's memcpy by default; device_ipc
+// gives it its device's (asynchronous) copies and device memory for early messages.
+//
 // Everything here runs on the thread that owns the transport, except abort(), which
 // any thread may call.
 #pragma once
@@ -42,6 +45,35 @@ enum class op_state : std::uint8_t { posted, moving, done, failed };
 
 // The state a wire adds to each operation, if any.
 struct no_wire_state {};
+
+// How the engine moves the bytes of its messages and keeps early ones: here, host
+// memory and memcpy, with early buffers reused, so that small messages that come
+// first cost no allocation once the first few have been seen. A policy for other
+// memory has the same members; its copies may be asynchronous, as long as they run
+// in the order made (the wire then waits for them before it completes a receive).
+class host_bytes {
+ public:
+  using buffer = std::vector<std::byte>;
+  static std::byte* data(buffer& b) { return b.data(); }
+  static void copy(std::byte* to, const std::byte* from, std::size_t n) {
+    if (n != 0) std::memcpy(to, from, n);
+  }
+  // A buffer of `bytes` for an early message.
+  buffer take(std::size_t bytes) {
+    buffer b;
+    if (!spare_.empty()) {
+      b = std::move(spare_.back());
+      spare_.pop_back();
+    }
+    b.resize(bytes);
+    return b;
+  }
+  // The engine is done with it (a copy out of it may still be under way).
+  void give_back(buffer&& b) { spare_.push_back(std::move(b)); }
+
+ private:
+  std::vector<buffer> spare_;
+};
 
 // One posted send or receive.
 template <class WireState = no_wire_state>
@@ -88,13 +120,13 @@ struct cancellation {
   bool mid_message = false;  // a receive its peer's message was arriving into
 };
 
-template <class WireState = no_wire_state>
+template <class WireState = no_wire_state, class Bytes = host_bytes>
 class matching_engine {
  public:
   using op = operation<WireState>;
 
-  matching_engine(int rank, int size, early_limits limits)
-      : rank_(rank), size_(size), limits_(limits), peers_(std::size_t(size)) {}
+  matching_engine(int rank, int size, early_limits limits, Bytes bytes = {})
+      : rank_(rank), size_(size), limits_(limits), bytes_(std::move(bytes)), peers_(std::size_t(size)) {}
   matching_engine(const matching_engine&) = delete;
   matching_engine& operator=(const matching_engine&) = delete;
 
@@ -159,7 +191,7 @@ class matching_engine {
       m.active = false;
       return landing::held;
     } else {
-      p.early.push_back({tag, spare_buffer(bytes)});
+      p.early.push_back({tag, bytes_.take(bytes), bytes});
       p.early_bytes += bytes;
       m.into = landing::early;
       m.early_index = p.early.size() - 1;
@@ -191,7 +223,7 @@ class matching_engine {
       deliver_to(o, m.moved, piece);
       if (o.state == op_state::failed) m.into = landing::discard;
     } else if (m.into == landing::early && !piece.empty()) {
-      std::memcpy(p.early[m.early_index].bytes.data() + m.moved, piece.data(), piece.size());
+      bytes_.copy(early_data(p.early[m.early_index]) + m.moved, piece.data(), piece.size());
     }
     m.moved += piece.size();
     if (m.moved < m.bytes) return false;
@@ -323,10 +355,10 @@ class matching_engine {
   // Bytes for a receive at `offset`: copied, or handed to a fused receive's sink in
   // whole elements (an element split between pieces waits in `carry`). The user's
   // op may throw: that fails the receive.
-  static void deliver_to(op& o, std::size_t offset, std::span<const std::byte> piece) {
+  void deliver_to(op& o, std::size_t offset, std::span<const std::byte> piece) {
     try {
       if (o.type == op_type::recv) {
-        if (!piece.empty()) std::memcpy(o.in.data() + offset, piece.data(), piece.size());
+        bytes_.copy(o.in.data() + offset, piece.data(), piece.size());
       } else {
         feed_sink(o, offset, piece);
       }
@@ -339,12 +371,16 @@ class matching_engine {
  private:
   struct early_message {
     message_tag tag{};
-    std::vector<std::byte> bytes;
+    typename Bytes::buffer storage;
+    std::size_t size = 0;
     std::size_t arrived = 0;
     std::uint32_t claimed_by = no_slot;  // a receive posted while it was arriving
     bool refused = false;                // claimed by a receive of another size: dropped once complete
-    bool complete() const { return arrived == bytes.size(); }
+    bool complete() const { return arrived == size; }
   };
+
+  static std::byte* early_data(early_message& e) { return Bytes::data(e.storage); }
+  static std::span<const std::byte> early_bytes(early_message& e) { return {early_data(e), e.size}; }
 
   struct incoming_message {
     bool active = false;
@@ -416,12 +452,12 @@ class matching_engine {
     for (std::size_t i = 0; i < p.early.size(); ++i) {
       early_message& e = p.early[i];
       if (!(e.tag == o.tag) || e.claimed_by != no_slot || e.refused) continue;
-      if (e.bytes.size() != o.bytes) {
-        fail_size(o, e.bytes.size());
+      if (e.size != o.bytes) {
+        fail_size(o, e.size);
         if (e.complete()) drop_early(p, i);
         else e.refused = true;
       } else if (e.complete()) {
-        deliver_to(o, 0, e.bytes);
+        deliver_to(o, 0, early_bytes(e));
         if (o.state != op_state::failed) o.state = op_state::done;
         drop_early(p, i);
       } else {
@@ -440,12 +476,12 @@ class matching_engine {
       if (o.state == op_state::moving) o.state = op_state::done;
     } else if (m.into == landing::early) {
       early_message& e = p.early[m.early_index];
-      e.arrived = e.bytes.size();
+      e.arrived = e.size;
       if (e.refused) {
         drop_early(p, m.early_index);
       } else if (e.claimed_by != no_slot) {
         op& o = at(e.claimed_by);
-        deliver_to(o, 0, e.bytes);
+        deliver_to(o, 0, early_bytes(e));
         if (o.state != op_state::failed) o.state = op_state::done;
         drop_early(p, m.early_index);
       }
@@ -453,22 +489,10 @@ class matching_engine {
   }
 
   void drop_early(peer_state& p, std::size_t i) {
-    p.early_bytes -= p.early[i].bytes.size();
-    if (p.early[i].bytes.capacity() <= limits_.message_bytes) spare_.push_back(std::move(p.early[i].bytes));
+    p.early_bytes -= p.early[i].size;
+    bytes_.give_back(std::move(p.early[i].storage));
     p.early.erase(p.early.begin() + std::ptrdiff_t(i));
     if (p.incoming.active && p.incoming.into == landing::early && p.incoming.early_index > i) --p.incoming.early_index;
-  }
-
-  // Early buffers are reused, so that small messages that come first cost no
-  // allocation once the first few have been seen.
-  std::vector<std::byte> spare_buffer(std::size_t bytes) {
-    std::vector<std::byte> b;
-    if (!spare_.empty()) {
-      b = std::move(spare_.back());
-      spare_.pop_back();
-    }
-    b.resize(bytes);
-    return b;
   }
 
   bool set_link(int peer, link_state state, std::string why) {
@@ -481,10 +505,10 @@ class matching_engine {
 
   int rank_, size_;
   early_limits limits_;
+  Bytes bytes_;  // before the early messages, so that it outlives their buffers
   std::vector<peer_state> peers_;
   std::vector<std::unique_ptr<op>> ops_;
   std::vector<std::uint32_t> free_;
-  std::vector<std::vector<std::byte>> spare_;
   std::atomic<int> aborted_by_{-1};
   int first_lost_ = -1;
 };
