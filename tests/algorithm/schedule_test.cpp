@@ -729,3 +729,26 @@ TEST_CASE("automatic_of: a list of algorithm types, any of them user-written") {
   ordered.commutative = false;
   CHECK_THROWS_AS(only_ring::plan(coll::kind::all_reduce{}, ordered), coll::error);
 }
+
+// Names users' programs may still spell the old way: they compile (with a deprecation
+// warning, silenced here) and mean what their replacements mean.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+TEST_CASE("the deprecated names still compile and agree with their replacements") {
+  CHECK(coll::no_op == coll::no_dependency);
+  schedule s;
+  const auto first = s.copy(region{buffer_id::output, 0, 1}, region{buffer_id::input, 0, 1}, {coll::no_op});
+  CHECK(s.ops[first].dep_count == 0);
+
+  const coll::link_costs costs{.latency_s = 1e-6, .per_message_s = 1e-7, .seconds_per_byte = 1e-9, .reduce_seconds_per_byte = 1e-10};
+  for (int p : {1, 2, 3, 8})
+    for (double bytes : {0.0, 16.0, 1e6, 1e9}) {
+      const coll::plan_request r = coll::cost::request_of(p, bytes, costs);
+      CHECK(coll::cost::ring_all_reduce(p, bytes, costs) == coll::ring::cost(coll::kind::all_reduce{}, r));
+      CHECK(coll::cost::tree_all_reduce(p, bytes, costs) == coll::double_binary_tree::cost(coll::kind::all_reduce{}, r));
+      CHECK(coll::cost::direct_sharded(p, bytes, costs) == coll::direct::cost(coll::kind::all_gather{}, r));
+      const auto chosen = coll::automatic::choose(coll::kind::all_reduce{}, r);
+      CHECK(std::string_view(coll::to_string(chosen)) == coll::automatic::chosen_name(coll::kind::all_reduce{}, r));
+    }
+}
+#pragma GCC diagnostic pop

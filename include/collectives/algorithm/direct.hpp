@@ -95,7 +95,7 @@ struct direct {
     auto part = [&](int q) {  // rank q's whole input, as this rank has it
       return q == r ? input : region{buffer_id::scratch, n * std::size_t(q < r ? q + 1 : q), n};
     };
-    std::vector<op_id> arrived(std::size_t(p), no_op);  // [q]: the receive of part(q)
+    std::vector<op_id> arrived(std::size_t(p), no_dependency);  // [q]: the receive of part(q)
     std::vector<op_id> output_gate;                     // every send, then the last combine
     output_gate.reserve(others + 1);
     for (int q = 0; q < p; ++q) {
@@ -105,7 +105,7 @@ struct direct {
     }
     // One chain of local steps, each after the part it reads has arrived. Empty ranges
     // are left out (at small counts most chunks are empty).
-    op_id last = no_op;
+    op_id last = no_dependency;
     auto combine = [&](int q, std::size_t begin, std::size_t end, operand_order order) {
       if (begin < end)
         last = s.reduce(elements(acc, begin, end), elements(part(q), begin, end), order, {last, arrived[std::size_t(q)]});
@@ -133,7 +133,7 @@ struct direct {
     const int r = req.rank;
     schedule s;
     // Reduce-scatter: rank c gathers and combines chunk c.
-    std::vector<op_id> scattered(std::size_t(req.size), no_op);
+    std::vector<op_id> scattered(std::size_t(req.size), no_dependency);
     for (int q = 0; q < req.size; ++q)
       if (q != r) scattered[std::size_t(q)] = s.send(q, 0, chunk(buffer_id::input, q));
     const op_id init = s.copy(chunk(buffer_id::output, r), chunk(buffer_id::input, r));
@@ -193,7 +193,7 @@ struct direct {
     int rounds = 0;
     while ((1 << rounds) < p) ++rounds;
     const region signal{buffer_id::input, 0, 1};
-    op_id heard = no_op;
+    op_id heard = no_dependency;
     for (int k = 0; k < rounds; ++k) {
       const auto tag = static_cast<std::uint32_t>(k);
       s.send((r + (1 << k)) % p, tag, signal, {heard});
@@ -236,11 +236,11 @@ struct direct {
   using counts_t = std::vector<std::size_t>;
 
   // Receives every other rank's part into its own scratch slot; [q] is the receive
-  // from rank q (no_op for this rank). `size_of(q)` is the part's element count.
+  // from rank q (no_dependency for this rank). `size_of(q)` is the part's element count.
   template <class SizeOf>
   static std::vector<std::pair<op_id, region>> receive_parts(schedule& s, const plan_request& req, SizeOf size_of,
                                                              std::uint32_t tag) {
-    std::vector<std::pair<op_id, region>> parts(std::size_t(req.size), {no_op, region{}});
+    std::vector<std::pair<op_id, region>> parts(std::size_t(req.size), {no_dependency, region{}});
     for (int q = 0; q < req.size; ++q) {
       if (q == req.rank) continue;
       const region slot = s.reserve_scratch(size_of(q));

@@ -147,7 +147,7 @@ struct ring {
     const int p = req.size, r = req.rank, next = (r + 1) % p, prev = plan::mod(r - 1, p);
     const std::size_t slice = plan::slice_elements(req), stride = max_slices(counts, slice);
     reduce_scatter_result out;
-    std::vector<op_id> init(static_cast<std::size_t>(p), no_op);
+    std::vector<op_id> init(static_cast<std::size_t>(p), no_dependency);
     for (int c = 0; c < p; ++c)
       if (c != plan::mod(r - 1, p) || p == 1) init[std::size_t(c)] = s.copy(acc(c), initial(c));
 
@@ -160,8 +160,8 @@ struct ring {
       auto& sent = out.sends.emplace_back();
       for (std::size_t k = 0; k < send_slices; ++k)
         sent.push_back(s.send(next, tag(step, k, stride), plan::slice_of(from, slice, k),
-                              {step == 0 ? no_op : received[k]}));
-      received.assign(recv_slices, no_op);
+                              {step == 0 ? no_dependency : received[k]}));
+      received.assign(recv_slices, no_dependency);
       for (std::size_t k = 0; k < recv_slices; ++k)
         received[k] = s.recv_reduce(prev, tag(step, k, stride), plan::slice_of(acc(recv_c), slice, k),
                                     operand_order::received_last, {init[std::size_t(recv_c)]});
@@ -195,10 +195,10 @@ struct ring {
       const std::size_t recv_slices = plan::slice_count(counts[std::size_t(recv_c)], slice);
       for (std::size_t k = 0; k < send_slices; ++k)
         s.send(next, first_tag + tag(step, k, stride), plan::slice_of(out(send_c), slice, k),
-               {k < received.size() ? received[k] : no_op});
-      std::vector<op_id> now(recv_slices, no_op);
+               {k < received.size() ? received[k] : no_dependency});
+      std::vector<op_id> now(recv_slices, no_dependency);
       for (std::size_t k = 0; k < recv_slices; ++k) {
-        const op_id gate = step < int(clear.size()) && k < clear[std::size_t(step)].size() ? clear[std::size_t(step)][k] : no_op;
+        const op_id gate = step < int(clear.size()) && k < clear[std::size_t(step)].size() ? clear[std::size_t(step)][k] : no_dependency;
         now[k] = s.recv(prev, first_tag + tag(step, k, stride), plan::slice_of(out(recv_c), slice, k), {gate});
       }
       received = std::move(now);

@@ -48,7 +48,7 @@ struct double_binary_tree {
       const region in{buffer_id::input, half.offset, half.count}, out{buffer_id::output, half.offset, half.count};
       const bool leaf = me.left < 0 && me.right < 0;
       // A leaf sends its input as it is and only ever receives the result.
-      const op_id init = leaf && me.parent >= 0 ? no_op : s.copy(out, in);
+      const op_id init = leaf && me.parent >= 0 ? no_dependency : s.copy(out, in);
       for (std::size_t k = 0; k < half.slices; ++k) {
         const std::uint32_t g = half.first_slice + static_cast<std::uint32_t>(k);
         const region part = plan::slice_of(out, half.slice, k);
@@ -79,7 +79,7 @@ struct double_binary_tree {
       const region acc = is_root ? region{buffer_id::output, half.offset, half.count}
                          : leaf  ? in
                                  : s.reserve_scratch(half.count);
-      const op_id init = leaf && !is_root ? no_op : s.copy(acc, in);
+      const op_id init = leaf && !is_root ? no_dependency : s.copy(acc, in);
       for (std::size_t k = 0; k < half.slices; ++k) {
         const std::uint32_t g = half.first_slice + static_cast<std::uint32_t>(k);
         const region part = plan::slice_of(acc, half.slice, k);
@@ -112,7 +112,7 @@ struct double_binary_tree {
       for (std::size_t k = 0; k < half.slices; ++k) {
         const std::uint32_t g = half.first_slice + static_cast<std::uint32_t>(k);
         const region part = plan::slice_of(from, half.slice, k);
-        const op_id ready = me.parent >= 0 ? s.recv(me.parent, down_tag(g), part) : no_op;
+        const op_id ready = me.parent >= 0 ? s.recv(me.parent, down_tag(g), part) : no_dependency;
         send_to_children(s, me, part, down_tag(g), ready);
       }
     }

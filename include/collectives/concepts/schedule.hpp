@@ -44,7 +44,8 @@ enum class op_kind : std::uint8_t {
 };
 
 using op_id = std::uint32_t;
-inline constexpr op_id no_op = UINT32_MAX;  // "no dependency"; ignored in dependency lists
+inline constexpr op_id no_dependency = UINT32_MAX;  // ignored in dependency lists
+[[deprecated("use no_dependency")]] inline constexpr op_id no_op = no_dependency;
 
 struct operation {
   op_kind kind = op_kind::copy;
@@ -73,7 +74,7 @@ class schedule {
   op_id add(operation op, std::span<const op_id> after) {
     op.first_dep = static_cast<std::uint32_t>(deps.size());
     for (op_id d : after)
-      if (d != no_op) deps.push_back(d);
+      if (d != no_dependency) deps.push_back(d);
     op.dep_count = static_cast<std::uint32_t>(deps.size() - op.first_dep);
     ops.push_back(op);
     return static_cast<op_id>(ops.size() - 1);
