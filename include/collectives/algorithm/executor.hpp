@@ -53,6 +53,11 @@ struct no_reduce {
   COLLECTIVES_HOST_DEVICE T operator()(const T& a, const T&) const { return a; }
 };
 
+// What a blocking call advances besides itself when nothing else is in flight.
+struct nothing_else {
+  constexpr bool operator()() const noexcept { return false; }
+};
+
 namespace detail {
 
 // Reduces a piece of a fused receive into its target, with the target's types restored.
@@ -95,27 +100,60 @@ class executor {
   executor(const schedule& plan, Transport& transport, call_buffers<T, Space> buffers, Op& op, workspace& room)
       : plan_(plan), transport_(transport), memory_(memory_ops_of<Space>(transport)), buffers_(buffers), op_(op), room_(room) {}
 
-  void run(const call_context& ctx) {
-    prepare();
+  // Runs the call to its end on this thread. `others` advances whatever else is in
+  // flight on the same transport (a communicator's non-blocking calls) between steps,
+  // so that a blocking call never waits on messages that only they would take in.
+  template <class Others = nothing_else>
+  void run(const call_context& ctx, Others&& others = {}) {
+    start();
+    while (!advance(ctx)) {
+      if (others()) continue;
+      // Past the deadline with nothing done, even if wake-ups keep coming (say, from
+      // messages this call never matches), the call fails.
+      if (clock::now() >= ctx.until || !transport_.wait_for_activity(ctx.until)) fail(error(errc::timeout, timeout_message(ctx)));
+    }
+  }
+
+  // The call as steps, for a call that runs while its caller does other things:
+  // start() once, then advance() until it returns true. advance() never waits; it
+  // throws the call's failure, after cancelling the call's messages.
+  void start() { prepare(); }
+
+  bool advance(const call_context& ctx) {
     try {
       while (finished_ < plan_.ops.size()) {
         bool progressed = start_ready(ctx);
         progressed |= poll_active();
-        if (progressed || finished_ == plan_.ops.size()) continue;
-        // Past the deadline with nothing done, even if wake-ups keep coming (say, from
-        // messages this call never matches), the call fails.
-        if (clock::now() >= ctx.until || !transport_.wait_for_activity(ctx.until))
-          throw error(errc::timeout, timeout_message(ctx));
+        if (!progressed) return false;
       }
-      // Device steps were only enqueued: the call returns once they are done.
+      // Device steps were only enqueued: the call is done once they are.
       if constexpr (requires { memory_.synchronize(ctx.until); }) memory_.synchronize(ctx.until);
     } catch (...) {
-      for (auto& a : room_.active) transport_.cancel(a.req);
-      room_.active.clear();
-      trim();
+      cancel_and_trim();
       throw;
     }
     trim();
+    return true;
+  }
+
+  // Gives up the call: its messages are cancelled, so no byte touches its buffers later.
+  [[noreturn]] void fail(const error& e) {
+    cancel_and_trim();
+    throw e;
+  }
+  void abandon() noexcept { cancel_and_trim(); }
+
+  // How many of the plan's operations have finished: a call that advanced moved it.
+  std::size_t finished() const noexcept { return finished_; }
+
+  std::string timeout_message(const call_context& ctx) const {
+    std::string m = std::string(ctx.name) + ": timed out after " + std::to_string(ctx.timeout_ms) + " ms on rank " +
+                    std::to_string(transport_.rank()) + " waiting to ";
+    for (std::size_t i = 0; i < room_.active.size() && i < 4; ++i)
+      m += (i ? ", " : "") + detail::describe(plan_.ops[room_.active[i].id]);
+    if (room_.active.size() > 4) m += " and " + std::to_string(room_.active.size() - 4) + " more";
+    if (room_.active.empty()) m += "finish, with nothing posted (a schedule whose dependencies never resolve)";
+    return m;
   }
 
  private:
@@ -169,6 +207,12 @@ class executor {
   void trim() {
     room_.scratch.trim();
     room_.staging.trim();
+  }
+
+  void cancel_and_trim() noexcept {
+    for (auto& a : room_.active) transport_.cancel(a.req);
+    room_.active.clear();
+    trim();
   }
 
   T* address(region r) const {
@@ -257,16 +301,6 @@ class executor {
       any = true;
     }
     return any;
-  }
-
-  std::string timeout_message(const call_context& ctx) const {
-    std::string m = std::string(ctx.name) + ": timed out after " + std::to_string(ctx.timeout_ms) + " ms on rank " +
-                    std::to_string(transport_.rank()) + " waiting to ";
-    for (std::size_t i = 0; i < room_.active.size() && i < 4; ++i)
-      m += (i ? ", " : "") + detail::describe(plan_.ops[room_.active[i].id]);
-    if (room_.active.size() > 4) m += " and " + std::to_string(room_.active.size() - 4) + " more";
-    if (room_.active.empty()) m += "finish, with nothing posted (a schedule whose dependencies never resolve)";
-    return m;
   }
 
   const schedule& plan_;
