@@ -2,6 +2,7 @@
 // (a transpose across ranks: MoE token routing, sequence-parallel attention).
 #pragma once
 
+#include <memory>
 #include <ranges>
 #include <span>
 #include <vector>
@@ -34,8 +35,9 @@ template <algorithm Algorithm = automatic, transport Tr, writable_buffer Data>
 void all_to_all(communicator<Tr>& comm, Data&& data) {
   const std::span all{data};
   detail::slot_of("all_to_all", all.size(), comm.size());  // reject a bad size before copying
-  const std::vector<element_of<Data>> input(all.begin(), all.end());
-  all_to_all<Algorithm>(comm, input, all);
+  const auto input = std::make_shared<const std::vector<element_of<Data>>>(all.begin(), all.end());
+  if (comm.in_flight().starting()) comm.in_flight().keep_for_next(input);  // a non-blocking call reads it later
+  all_to_all<Algorithm>(comm, *input, all);
 }
 
 // Out-of-place, uneven: this rank sends send_counts[j] elements to rank j, taken back

@@ -11,7 +11,7 @@ namespace collectives {
 template <transport Tr>
 void barrier(communicator<Tr>& comm) {
   no_reduce op;
-  const std::byte signal{1};
+  static constexpr std::byte signal{1};  // static: a non-blocking barrier reads it after this returns
   detail::run<direct>(comm, "barrier", kind::barrier{}, {}, &signal, static_cast<std::byte*>(nullptr), op);
 }
 

@@ -1,4 +1,4 @@
-// The umbrella header: every collective, the built-in ops, the in-process transport
+// The umbrella header: every collective, blocking and not, the built-in ops, the in-process transport
 // and run_ranks. Transports with outside dependencies have headers of their own.
 #pragma once
 
@@ -10,6 +10,7 @@
 #include "communicator.hpp"
 #include "error.hpp"
 #include "gather.hpp"
+#include "nonblocking.hpp"
 #include "ops/builtin.hpp"
 #include "point_to_point.hpp"
 #include "reduce.hpp"

@@ -8,6 +8,7 @@
 #include <vector>
 #include <utility>
 
+#include "algorithm/in_flight.hpp"
 #include "algorithm/plan_cache.hpp"
 #include "algorithm/workspace.hpp"
 #include "concepts/transport.hpp"
@@ -28,6 +29,23 @@ class communicator {
 
   explicit communicator(Transport transport, std::chrono::milliseconds timeout = default_timeout)
       : transport_(std::move(transport)), timeout_(timeout) {}
+  communicator(communicator&&) = default;  // not while calls are in flight: they refer to the transport
+  communicator& operator=(communicator&&) = default;
+
+  // Non-blocking calls still in flight are waited for, each until its deadline, so
+  // that no message lands in a buffer after this; one that does not finish by then
+  // is cancelled, and its handle reports why.
+  ~communicator() {
+    while (!in_flight_.empty()) {
+      try {
+        if (in_flight_.progress()) continue;
+        transport_.wait_for_activity(clock::now() + std::chrono::milliseconds(10));
+      } catch (...) {
+        break;
+      }
+    }
+    in_flight_.abandon_all(error(errc::aborted, "the communicator was destroyed while this call was in flight"));
+  }
 
   // A communicator for the job the environment describes, for transports that can
   // join one that way (shm, tcp, automatic_transport). The timeout comes from
@@ -74,6 +92,13 @@ class communicator {
   // The plans of recent calls, reused when a call repeats.
   plan_cache& plans() noexcept { return plans_; }
 
+  // The non-blocking calls started and not yet finished (nonblocking.hpp).
+  in_flight_calls& in_flight() noexcept { return in_flight_; }
+
+  // Advances every call in flight without waiting; true when any of them moved.
+  // Testing or waiting for any handle does this too.
+  bool progress() { return in_flight_.progress(); }
+
   // The executor's bookkeeping, reused from call to call.
   executor_workspace<typename Transport::request>& workspace() noexcept { return workspace_; }
 
@@ -91,6 +116,7 @@ class communicator {
   std::uint64_t calls_ = 0;
   plan_cache plans_;
   executor_workspace<typename Transport::request> workspace_;
+  in_flight_calls in_flight_;
   std::vector<std::pair<std::string, const char*>> algorithms_;
   bool check_calls_ = settings::flag("COLLECTIVES_CHECK_CALLS").value_or(false);
 };

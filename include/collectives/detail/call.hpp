@@ -5,11 +5,13 @@
 #include <concepts>
 #include <cstddef>
 #include <limits>
+#include <memory>
 #include <span>
 #include <string>
 #include <type_traits>
 
 #include "../algorithm/executor.hpp"
+#include "../algorithm/in_flight.hpp"
 #include "../algorithm/schedule.hpp"
 #include "../communicator.hpp"
 #include "../concepts/algorithm.hpp"
@@ -135,6 +137,21 @@ void log_algorithm(Communicator& comm, const char* call, Kind k, const plan_requ
               " bytes runs " + chosen + (composed ? " (" + std::string(Algorithm::name) + ")" : ""));
 }
 
+// Runs a plan of this rank to its end, advancing the calls in flight meanwhile; or,
+// when a non-blocking call is starting it (nonblocking.hpp), starts it and returns.
+template <class Space, transport Tr, class T, class Op>
+void run_plan(communicator<Tr>& comm, const schedule& plan, const call_context& ctx, const T* input, T* output, Op& op) {
+  in_flight_calls& flight = comm.in_flight();
+  if (flight.starting()) {
+    flight.launch(std::make_shared<started_call<Tr, T, Op, Space>>(plan, comm.transport(), call_buffers<T, Space>{input, output},
+                                                                   op, ctx, flight.take_kept()));
+    return;
+  }
+  executor<Tr, T, Op, Space>(plan, comm.transport(), {input, output}, op, comm.workspace()).run(ctx, [&] {
+    return flight.progress();
+  });
+}
+
 // Plans the call with Algorithm and runs it on this rank.
 template <class Algorithm, class Space = host_memory, class Kind, transport Tr, class T, class Op>
 void run(communicator<Tr>& comm, const char* call, Kind kind, plan_request req, const T* input, T* output, Op& op) {
@@ -154,8 +171,7 @@ void run(communicator<Tr>& comm, const char* call, Kind kind, plan_request req, 
       plan_cache::keeps(req)
           ? comm.plans().find_or_make(plan_cache::key_of<Algorithm, Kind>(req), [&] { return Algorithm::plan(kind, req); })
           : (uncached = Algorithm::plan(kind, req));
-  executor<Tr, T, Op, Space>(plan, comm.transport(), {input, output}, op, comm.workspace())
-      .run(call_context::starting_now(call, comm.next_call(), comm.timeout()));
+  run_plan<Space>(comm, plan, call_context::starting_now(call, comm.next_call(), comm.timeout()), input, output, op);
 }
 
 }  // namespace detail

@@ -1,0 +1,164 @@
+// Calls in flight: a non-blocking call is an executor that owns what it runs (its
+// plan, its op, its bookkeeping) and is advanced a step at a time. A communicator
+// keeps the calls it has started in `in_flight_calls` and advances all of them
+// whenever any of them is tested or waited for, and while a blocking call waits, so
+// that no call waits on messages that only another would take in.
+#pragma once
+
+#include <cstddef>
+#include <exception>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "../concepts/transport.hpp"
+#include "../error.hpp"
+#include "executor.hpp"
+
+namespace collectives {
+
+// One started call, with its element type, op and memory space erased.
+class in_flight_call {
+ public:
+  enum class state { running, done, failed };
+
+  explicit in_flight_call(const call_context& ctx) : ctx_(ctx) {}
+  in_flight_call(const in_flight_call&) = delete;
+  in_flight_call& operator=(const in_flight_call&) = delete;
+  virtual ~in_flight_call() = default;
+
+  // One step, which never waits: true when the call moved (or ended). Past its
+  // deadline a call that has not finished fails with errc::timeout; any failure is
+  // kept for the call's handle, and the call's messages are cancelled.
+  bool advance() noexcept {
+    if (state_ != state::running) return false;
+    try {
+      const std::size_t before = finished_operations();
+      if (step()) {
+        state_ = state::done;
+        return true;
+      }
+      if (finished_operations() != before) return true;
+      if (clock::now() >= ctx_.until) give_up_timed_out();
+      return false;
+    } catch (...) {
+      failure_ = std::current_exception();
+      state_ = state::failed;
+      return true;
+    }
+  }
+
+  // Ends a call that has not finished: its messages are cancelled, so nothing touches
+  // its buffers afterwards, and `why` becomes its failure.
+  void abandon(const error& why) noexcept {
+    if (state_ != state::running) return;
+    cancel();
+    failure_ = std::make_exception_ptr(why);
+    state_ = state::failed;
+  }
+
+  state current() const noexcept { return state_; }
+  bool running() const noexcept { return state_ == state::running; }
+  const std::exception_ptr& failure() const noexcept { return failure_; }
+  const call_context& context() const noexcept { return ctx_; }
+
+ protected:
+  virtual bool step() = 0;                                  // the executor's advance
+  virtual std::size_t finished_operations() const noexcept = 0;
+  virtual void give_up_timed_out() = 0;                      // throws errc::timeout
+  virtual void cancel() noexcept = 0;
+
+  call_context ctx_;
+
+ private:
+  state state_ = state::running;
+  std::exception_ptr failure_;
+};
+
+// A call of element type T and op Op on buffers in Space, run by an executor over
+// `transport`. It owns a copy of its plan and of its op: the caller's plan cache and
+// arguments may be gone long before it ends. The buffers stay the caller's.
+template <transport Transport, class T, class Op, class Space>
+class started_call final : public in_flight_call {
+ public:
+  started_call(schedule plan, Transport& transport, call_buffers<T, Space> buffers, Op op, const call_context& ctx,
+               std::vector<std::shared_ptr<const void>> keep)
+      : in_flight_call(ctx), plan_(std::move(plan)), op_(std::move(op)), keep_(std::move(keep)),
+        executor_(plan_, transport, buffers, op_, room_) {
+    executor_.start();
+  }
+
+ private:
+  bool step() override { return executor_.advance(ctx_); }
+  std::size_t finished_operations() const noexcept override { return executor_.finished(); }
+  void give_up_timed_out() override { executor_.fail(error(errc::timeout, executor_.timeout_message(ctx_))); }
+  void cancel() noexcept override { executor_.abandon(); }
+
+  schedule plan_;
+  Op op_;
+  std::vector<std::shared_ptr<const void>> keep_;  // memory the call reads that the front end made (a copy of the input)
+  typename executor<Transport, T, Op, Space>::workspace room_;
+  executor<Transport, T, Op, Space> executor_;
+};
+
+// A communicator's calls in flight, in the order they started.
+class in_flight_calls {
+ public:
+  in_flight_calls() = default;
+  in_flight_calls(in_flight_calls&&) noexcept = default;
+  in_flight_calls& operator=(in_flight_calls&&) noexcept = default;
+
+  // Advances every call once; true when any of them moved. Calls that ended leave the
+  // list (their handles keep them).
+  bool progress() {
+    if (calls_.empty()) return false;
+    bool any = false;
+    for (auto& c : calls_) any |= c->advance();
+    std::erase_if(calls_, [](const std::shared_ptr<in_flight_call>& c) { return !c->running(); });
+    return any;
+  }
+
+  bool empty() const noexcept { return calls_.empty(); }
+
+  // Ends every call still running with `why` (the communicator is going away).
+  void abandon_all(const error& why) noexcept {
+    for (auto& c : calls_) c->abandon(why);
+    calls_.clear();
+  }
+
+  // ---- Starting a call without waiting for it (nonblocking.hpp) ---------------------
+  // While `starting()`, the front-end calls do not run: each hands its call to
+  // launch(), and the one that started it takes it with take_started().
+
+  bool starting() const noexcept { return starting_; }
+  void begin_starting() noexcept { starting_ = true; }
+
+  // Memory the next launched call must keep alive (made by the front end).
+  void keep_for_next(std::shared_ptr<const void> memory) { keep_.push_back(std::move(memory)); }
+  std::vector<std::shared_ptr<const void>> take_kept() noexcept { return std::exchange(keep_, {}); }
+
+  // Takes a started call in and makes its first step, so that its first messages
+  // go out before the caller turns to other work.
+  void launch(std::shared_ptr<in_flight_call> call) {
+    calls_.push_back(call);
+    call->advance();
+    started_ = std::move(call);
+  }
+
+  // The call launched since begin_starting() (null if none was: a call with nothing
+  // to do), and the end of starting.
+  std::shared_ptr<in_flight_call> take_started() noexcept {
+    starting_ = false;
+    keep_.clear();
+    return std::exchange(started_, nullptr);
+  }
+
+ private:
+  std::vector<std::shared_ptr<in_flight_call>> calls_;
+  std::shared_ptr<in_flight_call> started_;
+  std::vector<std::shared_ptr<const void>> keep_;
+  bool starting_ = false;
+};
+
+}  // namespace collectives
