@@ -71,8 +71,9 @@ void check_same_call(communicator<Tr>& comm, const char* call, const plan_reques
   std::vector<call_signature> all(static_cast<std::size_t>(comm.size()));
   const schedule plan = direct::plan(kind::all_gather{}, {.rank = comm.rank(), .size = comm.size(), .count = 1});
   no_reduce none;
-  execute(plan, comm.transport(), call_buffers<call_signature>{&mine, all.data()}, none,
-          call_context::starting_now(call, comm.next_call(), comm.timeout()));
+  executor_workspace<typename Tr::request> room;  // the check may run while a call it checks is being started
+  executor<Tr, call_signature, no_reduce>(plan, comm.transport(), {&mine, all.data()}, none, room)
+      .run(call_context::starting_now(call, comm.next_call(), comm.timeout()), [&] { return comm.in_flight().progress(); });
   for (int q = 0; q < comm.size(); ++q)
     if (auto d = difference(all[std::size_t(q)], mine); !d.empty())
       throw error(errc::call_mismatch, std::string(call) + " on rank " + std::to_string(comm.rank()) + ": rank " +
