@@ -45,10 +45,6 @@ double sample(std::size_t g) { return 20.0 + 0.01 * double(g) + double(g * 37 % 
 // Rank r's gradient: small integers stored as floats, so sums are exact in any order.
 float gradient_value(int rank, std::size_t i) { return float(int(i) * (rank + 1) - rank); }
 
-void expect(bool ok, int rank, const std::string& what) {
-  if (!ok) throw std::runtime_error("rank " + std::to_string(rank) + ": " + what);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -81,7 +77,7 @@ int main(int argc, char** argv) {
     std::array<double, 2> sum_and_count{local_sum, double(shard.size())};
     coll::all_reduce(comm, sum_and_count, coll::sum{});
     const double global_mean = sum_and_count[0] / sum_and_count[1];
-    expect(std::abs(global_mean - serial_mean) <= 1e-12 * std::abs(serial_mean), r,
+    examples::expect(std::abs(global_mean - serial_mean) <= 1e-12 * std::abs(serial_mean), r,
            "global mean is " + std::to_string(global_mean) + ", the serial mean is " + std::to_string(serial_mean));
 
     // The tempting shortcut, for contrast: avg of one value per rank gives the mean
@@ -96,7 +92,7 @@ int main(int argc, char** argv) {
     coll::all_reduce(comm, gradient, coll::avg{});
     // Exact sums, divided once by the rank count on both sides: equal to the bit.
     for (std::size_t i = 0; i < parameters; ++i)
-      expect(gradient[i] == serial_gradient[i], r,
+      examples::expect(gradient[i] == serial_gradient[i], r,
              "avg gradient[" + std::to_string(i) + "] is " + std::to_string(gradient[i]) + ", the serial mean is " +
                  std::to_string(serial_gradient[i]));
     if (!examples::prints_summary(comm)) return;

@@ -49,10 +49,6 @@ float logit(std::size_t g) { return float(g * 7919 % 2001) / 10.0f - 100.0f; }
 constexpr double tolerance = 1e-5;
 bool agrees(double got, double want) { return std::abs(got - want) <= tolerance * std::abs(want) + 1e-37; }
 
-void expect(bool ok, int rank, const std::string& what) {
-  if (!ok) throw std::runtime_error("rank " + std::to_string(rank) + ": " + what);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -96,12 +92,12 @@ int main(int argc, char** argv) {
     }
 
     for (std::size_t i = 0; i < y.size(); ++i)
-      expect(agrees(y[i], serial[offset + i]), r,
+      examples::expect(agrees(y[i], serial[offset + i]), r,
              "softmax[" + std::to_string(offset + i) + "] is " + std::to_string(y[i]) + ", serially " +
                  std::to_string(serial[offset + i]));
     // The slices are one distribution: together they must sum to 1.
     const float total = coll::all_reduce(comm, shard_sum, coll::sum{});
-    expect(agrees(total, 1.0), r, "the probabilities sum to " + std::to_string(total));
+    examples::expect(agrees(total, 1.0), r, "the probabilities sum to " + std::to_string(total));
 
     // For the summary, each shard's share of the probability, on rank 0.
     std::vector<float> shard_sums(r == 0 ? std::size_t(ranks) : 0);

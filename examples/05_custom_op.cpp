@@ -105,10 +105,6 @@ std::string to_string(const mat2& m) {
          std::to_string(m.d) + "]";
 }
 
-void expect(bool ok, int rank, const std::string& what) {
-  if (!ok) throw std::runtime_error("rank " + std::to_string(rank) + ": " + what);
-}
-
 bool agrees(double got, double want, double tolerance) { return std::abs(got - want) <= tolerance * std::abs(want); }
 
 }  // namespace
@@ -159,9 +155,9 @@ int main(int argc, char** argv) {
     std::vector<double> shard(shard_size(r));
     for (std::size_t i = 0; i < shard.size(); ++i) shard[i] = sample(shard_offset(r) + i);
     const statistics global = coll::all_reduce(comm, statistics_of(shard), merge_statistics{});
-    expect(global.count == double(all.size()), r, "merged count is " + std::to_string(global.count));
-    expect(agrees(global.mean, serial_mean, 1e-12), r, "merged mean is " + std::to_string(global.mean));
-    expect(agrees(global.m2 / global.count, serial_variance, 1e-9), r,
+    examples::expect(global.count == double(all.size()), r, "merged count is " + std::to_string(global.count));
+    examples::expect(agrees(global.mean, serial_mean, 1e-12), r, "merged mean is " + std::to_string(global.mean));
+    examples::expect(agrees(global.m2 / global.count, serial_variance, 1e-9), r,
            "merged variance is " + std::to_string(global.m2 / global.count) + ", serially " +
                std::to_string(serial_variance));
 
@@ -172,7 +168,7 @@ int main(int argc, char** argv) {
     std::vector<std::uint64_t> mine(residues);
     for (std::size_t i = 0; i < residues; ++i) mine[i] = contribution(r, i);
     coll::all_reduce<coll::ring>(comm, mine, add_mod);
-    expect(mine == serial_residues, r, "the sums modulo " + std::to_string(modulus) + " differ from the serial ones");
+    examples::expect(mine == serial_residues, r, "the sums modulo " + std::to_string(modulus) + " differ from the serial ones");
 
     // 3. Not commutative: each of these algorithms combines in rank order.
     //    coll::all_reduce<coll::ring>(comm, matrix_of(r), mat_mul{}) would not compile:
@@ -180,9 +176,9 @@ int main(int argc, char** argv) {
     const mat2 by_automatic = coll::all_reduce(comm, matrix_of(r), mat_mul{});
     const mat2 by_direct = coll::all_reduce<coll::direct>(comm, matrix_of(r), mat_mul{});
     const mat2 by_tree = coll::all_reduce<coll::double_binary_tree>(comm, matrix_of(r), mat_mul{});
-    expect(by_automatic == in_order, r, "automatic gave " + to_string(by_automatic) + ", not " + to_string(in_order));
-    expect(by_direct == in_order, r, "direct gave " + to_string(by_direct) + ", not " + to_string(in_order));
-    expect(by_tree == in_order, r, "double_binary_tree gave " + to_string(by_tree) + ", not " + to_string(in_order));
+    examples::expect(by_automatic == in_order, r, "automatic gave " + to_string(by_automatic) + ", not " + to_string(in_order));
+    examples::expect(by_direct == in_order, r, "direct gave " + to_string(by_direct) + ", not " + to_string(in_order));
+    examples::expect(by_tree == in_order, r, "double_binary_tree gave " + to_string(by_tree) + ", not " + to_string(in_order));
     if (!examples::prints_summary(comm)) return;
 
     std::cout << "custom reduce ops over " << ranks << (ranks == 1 ? " rank\n" : " ranks\n") << std::setprecision(12)

@@ -151,10 +151,6 @@ float distance(const model& a, const model& b) {
   return diff / scale;
 }
 
-void expect(bool ok, int rank, const std::string& what) {
-  if (!ok) throw std::runtime_error("rank " + std::to_string(rank) + ": " + what);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -198,13 +194,13 @@ int main(int argc, char** argv) {
     const auto [overlapped_model, overlapped_ms] = train(true);
 
     // The ranks average in another order than the reference does: equal up to rounding.
-    expect(distance(blocking_model, reference) < 1e-4f, r, "training with blocking all_reduce strays from the reference");
-    expect(distance(overlapped_model, reference) < 1e-4f, r, "training with the bucketer strays from the reference");
+    examples::expect(distance(blocking_model, reference) < 1e-4f, r, "training with blocking all_reduce strays from the reference");
+    examples::expect(distance(overlapped_model, reference) < 1e-4f, r, "training with the bucketer strays from the reference");
     // Every rank must hold the same model, to the bit.
     std::vector<float> first_weights = overlapped_model[0].w, lowest(first_weights.size()), highest(first_weights.size());
     coll::all_reduce(comm, first_weights, lowest, coll::min{});
     coll::all_reduce(comm, first_weights, highest, coll::max{});
-    expect(lowest == highest, r, "the ranks' models differ");
+    examples::expect(lowest == highest, r, "the ranks' models differ");
 
     if (r == 0)
       std::cout << "data-parallel MLP " << widths[0] << "-" << widths[1] << "-" << widths[2] << "-" << widths[3] << ", "

@@ -86,10 +86,6 @@ std::vector<float> train_serially(int ranks, int steps) {
   return p;
 }
 
-void expect(bool ok, int rank, const std::string& what) {
-  if (!ok) throw std::runtime_error("rank " + std::to_string(rank) + ": " + what);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -122,11 +118,11 @@ int main(int argc, char** argv) {
     const auto reference = train_serially(ranks, int(steps));
     float worst = 0;
     for (std::size_t i = 0; i < parameters; ++i) worst = std::max(worst, std::abs(params[i] - reference[i]));
-    expect(worst < 1e-4f, r, "the sharded update strays from the serial Adam by " + std::to_string(worst));
+    examples::expect(worst < 1e-4f, r, "the sharded update strays from the serial Adam by " + std::to_string(worst));
     std::vector<float> lowest(parameters), highest(parameters);
     coll::all_reduce(comm, params, lowest, coll::min{});
     coll::all_reduce(comm, params, highest, coll::max{});
-    expect(lowest == highest, r, "the ranks' parameters differ");
+    examples::expect(lowest == highest, r, "the ranks' parameters differ");
 
     if (r == 0)
       std::cout << "ZeRO-style Adam on " << parameters << " parameters over " << ranks << " ranks, " << steps << " steps\n"

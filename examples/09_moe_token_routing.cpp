@@ -64,10 +64,6 @@ void run_expert(int e, const float* x, float* y) {
   }
 }
 
-void expect(bool ok, int rank, const std::string& what) {
-  if (!ok) throw std::runtime_error("rank " + std::to_string(rank) + ": " + what);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -119,7 +115,7 @@ int main(int argc, char** argv) {
     // 3. The experts of this rank, on what it received.
     std::vector<float> out(received * dim);
     for (std::size_t i = 0; i < received; ++i) {
-      expect(recv_expert[i] / experts_per_rank == r, r, "received a token for another rank's expert");
+      examples::expect(recv_expert[i] / experts_per_rank == r, r, "received a token for another rank's expert");
       run_expert(recv_expert[i], &recv[i * dim], &out[i * dim]);
     }
 
@@ -132,7 +128,7 @@ int main(int argc, char** argv) {
     std::vector<float> want(dim);
     for (std::size_t t = 0; t < n; ++t) {
       run_expert(route(&x[t * dim], experts), &x[t * dim], want.data());
-      expect(std::memcmp(want.data(), &y[t * dim], dim * sizeof(float)) == 0, r,
+      examples::expect(std::memcmp(want.data(), &y[t * dim], dim * sizeof(float)) == 0, r,
              "token " + std::to_string(t) + " came back with another output than its expert gives");
     }
 

@@ -29,11 +29,17 @@
 #include <initializer_list>
 #include <iostream>
 #include <limits>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace examples {
+
+// An example's check of its own result: a wrong one ends it with the rank and what.
+inline void expect(bool ok, int rank, const std::string& what) {
+  if (!ok) throw std::runtime_error("rank " + std::to_string(rank) + ": " + what);
+}
 
 // Whether a launcher started this process as one rank of a job: collectives-run and
 // torchrun-style launchers set RANK and WORLD_SIZE, mpirun (Open MPI)
