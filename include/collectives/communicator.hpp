@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -10,6 +11,7 @@
 
 #include "algorithm/in_flight.hpp"
 #include "algorithm/plan_cache.hpp"
+#include "algorithm/progress_thread.hpp"
 #include "algorithm/workspace.hpp"
 #include "concepts/transport.hpp"
 #include "concepts/transport_selection.hpp"
@@ -27,24 +29,31 @@ class communicator {
  public:
   using transport_type = Transport;
 
+  // COLLECTIVES_PROGRESS_THREAD (a flag) starts a progress thread.
   explicit communicator(Transport transport, std::chrono::milliseconds timeout = default_timeout)
-      : transport_(std::move(transport)), timeout_(timeout) {}
-  communicator(communicator&&) = default;  // not while calls are in flight: they refer to the transport
-  communicator& operator=(communicator&&) = default;
+      : transport_(std::move(transport)), timeout_(timeout) {
+    if (settings::flag("COLLECTIVES_PROGRESS_THREAD").value_or(false)) start_progress_thread();
+  }
+  // Not while calls are in flight: they refer to the transport. A progress thread
+  // moves along: it holds the calls in flight, which live on the heap.
+  communicator(communicator&&) = default;
+  communicator& operator=(communicator&&) = default;  // progress_ first: the old thread stops before its calls go
 
   // Non-blocking calls still in flight are waited for, each until its deadline, so
   // that no message lands in a buffer after this; one that does not finish by then
   // is cancelled, and its handle reports why.
   ~communicator() {
-    while (!in_flight_.empty()) {
+    if (!in_flight_) return;  // moved from
+    stop_progress_thread();
+    while (!in_flight_->empty()) {
       try {
-        if (in_flight_.progress()) continue;
+        if (in_flight_->progress()) continue;
         transport_.wait_for_activity(clock::now() + std::chrono::milliseconds(10));
       } catch (...) {
         break;
       }
     }
-    in_flight_.abandon_all(error(errc::aborted, "the communicator was destroyed while this call was in flight"));
+    in_flight_->abandon_all(error(errc::aborted, "the communicator was destroyed while this call was in flight"));
   }
 
   // A communicator for the job the environment describes, for transports that can
@@ -93,11 +102,44 @@ class communicator {
   plan_cache& plans() noexcept { return plans_; }
 
   // The non-blocking calls started and not yet finished (nonblocking.hpp).
-  in_flight_calls& in_flight() noexcept { return in_flight_; }
+  in_flight_calls& in_flight() noexcept { return *in_flight_; }
 
   // Advances every call in flight without waiting; true when any of them moved.
   // Testing or waiting for any handle does this too.
-  bool progress() { return in_flight_.progress(); }
+  bool progress() {
+    auto turn = exclusive();
+    return in_flight_->progress();
+  }
+
+  // A thread that advances the calls in flight while this rank computes, so that
+  // they move without test() or progress() (docs/nonblocking.md#the-progress-thread).
+  // Calls are still started from one thread at a time; handles may then be tested and
+  // waited for from any thread.
+  void start_progress_thread() {
+    if (progress_) return;
+    progress_ = std::make_unique<progress_thread>([calls = in_flight_.get()] {
+      if (calls->empty()) return progress_thread::round::nothing_in_flight;
+      return calls->progress() ? progress_thread::round::moved : progress_thread::round::waiting;
+    });
+  }
+  // Waits for the thread to end its round; the calls in flight stay, for the
+  // caller to advance. Not while this thread holds exclusive().
+  void stop_progress_thread() noexcept { progress_.reset(); }
+  bool has_progress_thread() const noexcept { return progress_ != nullptr; }
+
+  // Held while this thread works on the transport or the calls in flight: it keeps
+  // the progress thread out meanwhile. Does nothing when there is none.
+  [[nodiscard]] progress_thread::exclusive exclusive() { return progress_thread::exclusive(progress_.get()); }
+
+  // Sleeps until the progress thread has moved a call, or `call` has ended, or `until`.
+  void await_progress(const in_flight_call& call, deadline until) {
+    if (progress_) progress_->await_round(until, [&] { return !call.running(); });
+  }
+
+  // A call has started: a progress thread idle for lack of calls looks again.
+  void wake_progress() {
+    if (progress_) progress_->wake();
+  }
 
   // The executor's bookkeeping, reused from call to call.
   executor_workspace<typename Transport::request>& workspace() noexcept { return workspace_; }
@@ -116,7 +158,8 @@ class communicator {
   std::uint64_t calls_ = 0;
   plan_cache plans_;
   executor_workspace<typename Transport::request> workspace_;
-  in_flight_calls in_flight_;
+  std::unique_ptr<progress_thread> progress_;  // before in_flight_: see the move assignment
+  std::unique_ptr<in_flight_calls> in_flight_ = std::make_unique<in_flight_calls>();
   std::vector<std::pair<std::string, const char*>> algorithms_;
   bool check_calls_ = settings::flag("COLLECTIVES_CHECK_CALLS").value_or(false);
 };

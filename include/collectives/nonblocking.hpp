@@ -13,7 +13,9 @@
 // errors, and past the communicator's timeout counted from its start.
 //
 // Thread safety: a communicator, its calls and their handles belong to one thread at
-// a time, as a blocking call does; comm.abort() may come from any thread.
+// a time, as a blocking call does; comm.abort() may come from any thread. With a
+// progress thread (comm.start_progress_thread()) calls move on their own, and handles
+// may be tested and waited for from any thread.
 #pragma once
 
 #include <algorithm>
@@ -70,11 +72,12 @@ class call_handle {
   call_handle& operator=(const call_handle&) = delete;
   ~call_handle() { finish_quietly(); }
 
-  // Advances every call of the communicator without waiting; true once this one is
-  // done. Throws the call's failure (every time it is asked, until the handle goes).
+  // Advances every call of the communicator without waiting (a progress thread does
+  // that instead, when there is one); true once this one is done. Throws the call's
+  // failure (every time it is asked, until the handle goes).
   bool test() {
     if (!call_) return true;
-    if (call_->running()) comm_->progress();
+    if (call_->running() && !comm_->has_progress_thread()) comm_->progress();
     switch (call_->current()) {
       case in_flight_call::state::running: return false;
       case in_flight_call::state::done: return true;
@@ -82,6 +85,10 @@ class call_handle {
     }
     std::rethrow_exception(call_->failure());
   }
+
+  // True once the call has ended, done or failed, without advancing anything and
+  // without taking the communicator from a progress thread.
+  bool finished() const noexcept { return !call_ || !call_->running(); }
 
   // Until the call is done; throws its failure, errc::timeout at its deadline.
   void wait() {
@@ -105,9 +112,14 @@ class call_handle {
   // The call's deadline: its start plus the communicator's timeout then.
   deadline until() const noexcept { return call_ ? call_->context().until : deadline{}; }
 
-  // For wait_any: sleeps in the transport until something happens or `until` passes.
+  // For wait_any: sleeps until something happens or `until` passes: in the
+  // transport, or until the progress thread has moved a call.
   void sleep_until(deadline until) {
-    if (call_ && call_->running()) comm_->transport().wait_for_activity(until);
+    if (!call_ || !call_->running()) return;
+    if (comm_->has_progress_thread())
+      comm_->await_progress(*call_, until);
+    else
+      comm_->transport().wait_for_activity(until);
   }
 
  private:
@@ -130,15 +142,21 @@ namespace detail {
 // (and throw) as for a blocking call, then it returns with the call in flight.
 template <transport Tr, class FrontEnd>
 call_handle<Tr> start(communicator<Tr>& comm, FrontEnd&& front_end) {
-  in_flight_calls& flight = comm.in_flight();
-  flight.begin_starting();
-  try {
-    front_end();
-  } catch (...) {
-    flight.take_started();  // ends starting; nothing was launched
-    throw;
+  call_handle<Tr> started;
+  {
+    auto turn = comm.exclusive();
+    in_flight_calls& flight = comm.in_flight();
+    flight.begin_starting();
+    try {
+      front_end();
+    } catch (...) {
+      flight.take_started();  // ends starting; nothing was launched
+      throw;
+    }
+    started = call_handle<Tr>(comm, flight.take_started());
   }
-  return call_handle<Tr>(comm, flight.take_started());
+  comm.wake_progress();
+  return started;
 }
 
 }  // namespace detail

@@ -76,6 +76,8 @@ inline constexpr variable table[] = {
      "the CUDA device of every rank of this process's host (below the device count)"},
     {"COLLECTIVES_CHECK_CALLS", kind::flag, 0, 0, "", "off",
      "checks before each collective that every rank made the same call"},
+    {"COLLECTIVES_PROGRESS_THREAD", kind::flag, 0, 0, "", "off",
+     "every communicator starts a thread that advances its non-blocking calls while the rank computes"},
     {"COLLECTIVES_DEBUG", kind::choice, 0, 0, "WARN INFO warn info 0 1", "WARN",
      "INFO (or info, 1) also logs what each communicator set up and which algorithm each call chose"},
     {"COLLECTIVES_RUN_KEEP_SHM", kind::flag, 0, 0, "", "off",

@@ -5,6 +5,7 @@
 // that no call waits on messages that only another would take in.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <exception>
 #include <memory>
@@ -32,19 +33,18 @@ class in_flight_call {
   // deadline a call that has not finished fails with errc::timeout; any failure is
   // kept for the call's handle, and the call's messages are cancelled.
   bool advance() noexcept {
-    if (state_ != state::running) return false;
+    if (!running()) return false;
     try {
       const std::size_t before = finished_operations();
       if (step()) {
-        state_ = state::done;
+        state_.store(state::done, std::memory_order_release);
         return true;
       }
       if (finished_operations() != before) return true;
       if (clock::now() >= ctx_.until) give_up_timed_out();
       return false;
     } catch (...) {
-      failure_ = std::current_exception();
-      state_ = state::failed;
+      end_with(std::current_exception());
       return true;
     }
   }
@@ -52,14 +52,14 @@ class in_flight_call {
   // Ends a call that has not finished: its messages are cancelled, so nothing touches
   // its buffers afterwards, and `why` becomes its failure.
   void abandon(const error& why) noexcept {
-    if (state_ != state::running) return;
+    if (!running()) return;
     cancel();
-    failure_ = std::make_exception_ptr(why);
-    state_ = state::failed;
+    end_with(std::make_exception_ptr(why));
   }
 
-  state current() const noexcept { return state_; }
-  bool running() const noexcept { return state_ == state::running; }
+  // Atomic, so that a handle may look while a progress thread advances the call.
+  state current() const noexcept { return state_.load(std::memory_order_acquire); }
+  bool running() const noexcept { return current() == state::running; }
   const std::exception_ptr& failure() const noexcept { return failure_; }
   const call_context& context() const noexcept { return ctx_; }
 
@@ -72,7 +72,12 @@ class in_flight_call {
   call_context ctx_;
 
  private:
-  state state_ = state::running;
+  void end_with(std::exception_ptr failure) noexcept {
+    failure_ = std::move(failure);
+    state_.store(state::failed, std::memory_order_release);  // publishes failure_
+  }
+
+  std::atomic<state> state_{state::running};
   std::exception_ptr failure_;
 };
 

@@ -141,6 +141,7 @@ void log_algorithm(Communicator& comm, const char* call, Kind k, const plan_requ
 // when a non-blocking call is starting it (nonblocking.hpp), starts it and returns.
 template <class Space, transport Tr, class T, class Op>
 void run_plan(communicator<Tr>& comm, const schedule& plan, const call_context& ctx, const T* input, T* output, Op& op) {
+  auto turn = comm.exclusive();  // keeps a progress thread off the transport meanwhile
   in_flight_calls& flight = comm.in_flight();
   if (flight.starting()) {
     flight.launch(std::make_shared<started_call<Tr, T, Op, Space>>(plan, comm.transport(), call_buffers<T, Space>{input, output},
@@ -163,6 +164,7 @@ void run(communicator<Tr>& comm, const char* call, Kind kind, plan_request req, 
   req.finalize = has_finalize<Op, T>;
   req.commutative = is_commutative_v<Op>;
   req.costs = costs_of(comm.transport());
+  auto turn = comm.exclusive();
   if (comm.checks_calls())  // all_to_allv's counts differ by rank by design
     check_same_call<Algorithm, Op>(comm, call, req, !std::is_same_v<Kind, kind::all_to_allv>);
   log_algorithm<Algorithm>(comm, call, kind, req);
