@@ -61,7 +61,7 @@ inline std::string key_file_name(const std::string& key) {
       name.push_back(hex[byte >> 4]);
       name.push_back(hex[byte & 15]);
     }
-    if (name.size() > 200) return "h" + sha256_hex(key);
+    if (name.size() > 200) return sha256_hex(key).insert(0, 1, 'h');  // not "h" + ...: g++ 12 warns wrongly (-Wrestrict)
   }
   return name;
 }
