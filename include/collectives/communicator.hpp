@@ -108,7 +108,7 @@ class communicator {
   // Testing or waiting for any handle does this too.
   bool progress() {
     auto turn = exclusive();
-    return in_flight_->progress();
+    return in_flight_->poll();
   }
 
   // A thread that advances the calls in flight while this rank computes, so that
@@ -119,7 +119,7 @@ class communicator {
     if (progress_) return;
     progress_ = std::make_unique<progress_thread>([calls = in_flight_.get()] {
       if (calls->empty()) return progress_thread::round::nothing_in_flight;
-      return calls->progress() ? progress_thread::round::moved : progress_thread::round::waiting;
+      return calls->poll() ? progress_thread::round::moved : progress_thread::round::waiting;
     });
   }
   // Waits for the thread to end its round; the calls in flight stay, for the

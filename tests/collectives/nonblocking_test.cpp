@@ -259,3 +259,22 @@ TEST_CASE("a handle's deadline is its own: wait_until returns at the caller's ti
     });
   }
 }
+
+// MPI_Test's promise: a caller that only tests, and never waits, still sees its calls
+// end. Some transports (tcp) take messages in only when asked, so test() must ask.
+TEST_CASE("calls that are only ever tested, never waited for, finish") {
+  for (int p : rank_counts)
+    on_ranks(p, [&](comm& c) -> std::string {
+      std::vector<std::int64_t> big(40'003, c.rank() + 1), small(7, c.rank());
+      std::vector<std::int64_t> gathered(small.size() * std::size_t(p));
+      auto reduced = coll::iall_reduce(c, big, coll::sum{});
+      auto all = coll::iall_gather(c, small, gathered);
+      const auto until = coll::clock::now() + 30s;
+      while (!(reduced.test() && all.test()))
+        if (coll::clock::now() > until) return "calls only tested did not finish in 30 s";
+      if (big.front() != std::int64_t(p) * (p + 1) / 2 || big.back() != big.front()) return "the tested all_reduce is wrong";
+      for (std::size_t j = 0; j < gathered.size(); ++j)
+        if (gathered[j] != std::int64_t(j / small.size())) return "the tested all_gather is wrong";
+      return "";
+    });
+}

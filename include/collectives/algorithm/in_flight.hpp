@@ -59,6 +59,10 @@ class in_flight_call {
 
   // Atomic, so that a handle may look while a progress thread advances the call.
   state current() const noexcept { return state_.load(std::memory_order_acquire); }
+
+  // Takes in what the call's transport has received, without waiting; true when
+  // anything came. Some transports (tcp) take messages in only when asked to.
+  virtual bool look_for_messages() = 0;
   bool running() const noexcept { return current() == state::running; }
   const std::exception_ptr& failure() const noexcept { return failure_; }
   const call_context& context() const noexcept { return ctx_; }
@@ -89,10 +93,12 @@ class started_call final : public in_flight_call {
  public:
   started_call(schedule plan, Transport& transport, call_buffers<T, Space> buffers, Op op, const call_context& ctx,
                std::vector<std::shared_ptr<const void>> keep)
-      : in_flight_call(ctx), plan_(std::move(plan)), op_(std::move(op)), keep_(std::move(keep)),
+      : in_flight_call(ctx), transport_(transport), plan_(std::move(plan)), op_(std::move(op)), keep_(std::move(keep)),
         executor_(plan_, transport, buffers, op_, room_) {
     executor_.start();
   }
+
+  bool look_for_messages() override { return transport_.wait_for_activity(clock::now()); }
 
  private:
   bool step() override { return executor_.advance(ctx_); }
@@ -100,6 +106,7 @@ class started_call final : public in_flight_call {
   void give_up_timed_out() override { executor_.fail(error(errc::timeout, executor_.timeout_message(ctx_))); }
   void cancel() noexcept override { executor_.abandon(); }
 
+  Transport& transport_;
   schedule plan_;
   Op op_;
   std::vector<std::shared_ptr<const void>> keep_;  // memory the call reads that the front end made (a copy of the input)
@@ -122,6 +129,17 @@ class in_flight_calls {
     for (auto& c : calls_) any |= c->advance();
     std::erase_if(calls_, [](const std::shared_ptr<in_flight_call>& c) { return !c->running(); });
     return any;
+  }
+
+  // What testing a handle does, and a progress thread's round: advances every call,
+  // takes in what the transport has received, and advances them again. Never waits.
+  bool poll() {
+    if (calls_.empty()) return false;
+    bool moved = progress();
+    if (calls_.empty()) return moved;
+    moved |= calls_.front()->look_for_messages();
+    while (progress()) moved = true;  // until the calls wait on messages not yet here:
+    return moved;                     // a caller may then sleep until the transport has news
   }
 
   bool empty() const noexcept { return calls_.empty(); }

@@ -102,8 +102,8 @@ class engine {
       std::this_thread::yield();
     } while (clock::now() < poll_until);
     const bool ran = io_.run_one_until(until) > 0;
-    io_.poll();
-    return ran || match_.broken();
+    const bool more = io_.poll() > 0;  // counts: a caller told "nothing ran" would sleep on what did
+    return ran || more || match_.broken();
   }
 
   void cancel(std::uint32_t& slot) noexcept {
