@@ -40,6 +40,7 @@
 
 #include "output_stream.hpp"
 #include "shm_leftovers.hpp"
+#include "trace_parts.hpp"
 
 namespace {
 
@@ -80,7 +81,8 @@ Starts N ranks of program on this host, prefixes their output lines with
 Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK,
 MASTER_ADDR, MASTER_PORT and COLLECTIVES_JOB_TOKEN; its stdin is /dev/null.
 When the job ends, shared-memory segments it left in /dev/shm are removed
-(COLLECTIVES_RUN_KEEP_SHM=1 keeps them).
+(COLLECTIVES_RUN_KEEP_SHM=1 keeps them). With COLLECTIVES_TRACE=FILE, the
+ranks' traces are merged into FILE when the job ends (see docs/trace.md).
 )";
 
 // ---- Messages ---------------------------------------------------------------
@@ -219,6 +221,7 @@ struct job {
   std::string master_port;
   std::string token;
   bool keep_shm = false;  // COLLECTIVES_RUN_KEEP_SHM: leave the job's /dev/shm segments
+  std::string trace;      // COLLECTIVES_TRACE: where the ranks' traces are merged ("": none)
 };
 
 // The option if given, else the environment variable if set, else "".
@@ -273,7 +276,8 @@ job resolve_job(options opts) {
              .master_addr = given_or_environment(opts.master_addr, "MASTER_ADDR"),
              .master_port = given_or_environment(opts.master_port, "MASTER_PORT"),
              .token = setting([] { return collectives::settings::text("COLLECTIVES_JOB_TOKEN").value_or(""); }),
-             .keep_shm = setting([] { return collectives::settings::flag("COLLECTIVES_RUN_KEEP_SHM").value_or(false); })};
+             .keep_shm = setting([] { return collectives::settings::flag("COLLECTIVES_RUN_KEEP_SHM").value_or(false); }),
+             .trace = setting([] { return collectives::settings::text("COLLECTIVES_TRACE").value_or(""); })};
   result.opts = std::move(opts);
   if (!one_host && result.master_addr.empty())
     usage_error("--nnodes > 1 needs --master-addr (or MASTER_ADDR): an address of node 0 that all hosts reach");
@@ -379,6 +383,8 @@ class supervisor {
   }
 
   int run() {
+    const int first_rank = job_.opts.node_rank * job_.opts.nproc;
+    if (!job_.trace.empty()) collectives_run::remove_trace_parts(job_.trace, first_rank, job_.opts.nproc);
     start_ranks();
     while (any_running()) {
       wait_for_events();
@@ -398,6 +404,7 @@ class supervisor {
     }
     if (const auto leftovers = collectives_run::clean_shm_leftovers(job_.token, job_.keep_shm); !leftovers.empty())
       say(leftovers);
+    if (!job_.trace.empty()) say(collectives_run::merge_trace_parts(job_.trace, first_rank, job_.opts.nproc));
     return exit_status();
   }
 

@@ -80,6 +80,8 @@ inline constexpr variable table[] = {
      "every communicator starts a thread that advances its non-blocking calls while the rank computes"},
     {"COLLECTIVES_DEBUG", kind::choice, 0, 0, "WARN INFO warn info 0 1", "WARN",
      "INFO (or info, 1) also logs what each communicator set up and which algorithm each call chose"},
+    {"COLLECTIVES_TRACE", kind::text, 0, 0, "", "unset: no trace",
+     "a file to write a timeline of every call and its steps to (Chrome trace-event JSON), one per process"},
     {"COLLECTIVES_RUN_KEEP_SHM", kind::flag, 0, 0, "", "off",
      "collectives-run keeps the shared-memory segments a job left in /dev/shm"},
 };

@@ -3,12 +3,14 @@
 // steps (copy, reduce, finalize) run on the calling thread (on device buffers they are
 // enqueued on the transport's stream, and the call ends once they have run), messages
 // are posted to the transport and polled, and the thread sleeps in the transport
-// between events.
+// between events. With COLLECTIVES_TRACE set, it records the call and its steps
+// (trace.hpp).
 #pragma once
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <exception>
 #include <string>
 #include <type_traits>
@@ -21,6 +23,7 @@
 #include "../error.hpp"
 #include "../memory_space.hpp"
 #include "../ops/host_reduce.hpp"
+#include "../trace.hpp"
 #include "schedule.hpp"
 #include "workspace.hpp"
 
@@ -62,10 +65,15 @@ namespace detail {
 
 // Reduces a piece of a fused receive into its target, with the target's types restored.
 template <class T, class Op>
+void reduce_piece(const fused_target& t, Op& op, std::size_t offset, std::span<const std::byte> piece) {
+  memory_ops<host_memory>::combine(static_cast<T*>(t.dst) + offset / sizeof(T), reinterpret_cast<const T*>(piece.data()),
+                                   piece.size() / sizeof(T), op, t.order);
+}
+
+template <class T, class Op>
 void reduce_into(void* target, std::size_t offset, std::span<const std::byte> piece) {
   const auto& t = *static_cast<const fused_target*>(target);
-  memory_ops<host_memory>::combine(static_cast<T*>(t.dst) + offset / sizeof(T), reinterpret_cast<const T*>(piece.data()),
-                                   piece.size() / sizeof(T), *static_cast<Op*>(t.op), t.order);
+  reduce_piece<T>(t, *static_cast<Op*>(t.op), offset, piece);
 }
 
 inline std::string describe(const operation& op) {
@@ -92,6 +100,7 @@ class executor {
                 "collectives: this transport moves host memory only; device buffers need a transport that moves "
                 "device memory (cuda_ipc)");
   using request = typename Transport::request;
+  using what = trace::what;  // what a trace event records
   using owned_memory = decltype(std::declval<memory_ops<Space>&>().template allocate<T>(0));
 
  public:
@@ -110,16 +119,21 @@ class executor {
       if (others()) continue;
       // Past the deadline with nothing done, even if wake-ups keep coming (say, from
       // messages this call never matches), the call fails.
-      if (clock::now() >= ctx.until || !transport_.wait_for_activity(ctx.until)) fail(error(errc::timeout, timeout_message(ctx)));
+      const auto wait = [&] { return transport_.wait_for_activity(ctx.until); };
+      if (clock::now() >= ctx.until || !traced(what::wait, 0, wait)) fail(error(errc::timeout, timeout_message(ctx)));
     }
   }
 
   // The call as steps, for a call that runs while its caller does other things:
   // start() once, then advance() until it returns true. advance() never waits; it
   // throws the call's failure, after cancelling the call's messages.
-  void start() { prepare(); }
+  void start() {
+    if (tracing_) trace_begin();
+    prepare();
+  }
 
   bool advance(const call_context& ctx) {
+    if (tracing_) trace_context_ = &ctx;
     try {
       while (finished_ < plan_.ops.size()) {
         bool progressed = start_ready(ctx);
@@ -133,6 +147,7 @@ class executor {
       throw;
     }
     trim();
+    if (tracing_) trace_end(false);
     return true;
   }
 
@@ -213,6 +228,7 @@ class executor {
     for (auto& a : room_.active) transport_.cancel(a.req);
     room_.active.clear();
     trim();
+    if (tracing_) trace_end(true);
   }
 
   T* address(region r) const {
@@ -247,10 +263,19 @@ class executor {
       any = true;
       const message_tag tag{ctx.call, o.tag};
       switch (o.kind) {
-        case op_kind::copy: memory_.copy(address(o.dst), address(o.src), o.dst.count); finish(id); break;
-        case op_kind::reduce: memory_.combine(address(o.dst), address(o.src), o.dst.count, op_, o.order); finish(id); break;
+        case op_kind::copy:
+          traced(what::copy, o.dst.count, [&] { memory_.copy(address(o.dst), address(o.src), o.dst.count); });
+          finish(id);
+          break;
+        case op_kind::reduce:
+          traced(what::reduce, o.dst.count,
+                 [&] { memory_.combine(address(o.dst), address(o.src), o.dst.count, op_, o.order); });
+          finish(id);
+          break;
         case op_kind::finalize:
-          if constexpr (has_finalize<Op, T>) memory_.finalize(address(o.dst), o.dst.count, op_, transport_.size());
+          if constexpr (has_finalize<Op, T>)
+            traced(what::finalize, o.dst.count,
+                   [&] { memory_.finalize(address(o.dst), o.dst.count, op_, transport_.size()); });
           finish(id);
           break;
         case op_kind::send:
@@ -266,12 +291,14 @@ class executor {
           else if constexpr (fused) {
             auto& target = room_.fused.emplace_back(fused_target{address(o.dst), &op_, o.order});
             chunk_sink sink{&target, &detail::reduce_into<T, Op>};
+            if (tracing_) trace_reductions_of(target, sink);
             room_.active.push_back({id, transport_.post_recv_reduce(o.peer, tag, o.dst.count * sizeof(T), sizeof(T), sink)});
           } else {
             room_.active.push_back({id, post_recv(o.peer, tag, writable_bytes_of(o.src))});
           }
           break;
       }
+      if (tracing_ && !room_.active.empty() && room_.active.back().id == id) trace_message(true, o);
     }
     return any;
   }
@@ -295,12 +322,100 @@ class executor {
       room_.active[i] = std::move(room_.active.back());
       room_.active.pop_back();
       const operation& o = plan_.ops[id];
+      if (tracing_) trace_message(false, o);
       if (!fused && o.kind == op_kind::recv_reduce)
-        memory_.combine(address(o.dst), address(o.src), o.dst.count, op_, o.order);
+        traced(what::reduce, o.dst.count,
+               [&] { memory_.combine(address(o.dst), address(o.src), o.dst.count, op_, o.order); });
       finish(id);
       any = true;
     }
     return any;
+  }
+
+  // ---- The trace: each point costs one branch on tracing_ while it is off -----------
+
+  // Runs `step`, timed when tracing: a local step over `count` elements, or a wait.
+  template <class Step>
+  auto traced(what kind, std::size_t count, Step&& step) {
+    if (!tracing_) [[likely]]
+      return step();
+    const std::int64_t began = trace::now_ns();
+    if constexpr (std::is_void_v<decltype(step())>) {
+      step();
+      trace_step(kind, began, trace::now_ns() - began, -1, count * sizeof(T));
+    } else {
+      auto result = step();
+      trace_step(kind, began, trace::now_ns() - began, -1, count * sizeof(T));
+      return result;
+    }
+  }
+
+  void trace_begin() noexcept {
+    trace_id_ = trace::recorder::instance().next_call_id();
+    trace_began_ = trace::now_ns();
+    trace_sent_ = trace_received_ = 0;
+    for (const operation& o : plan_.ops) {
+      if (o.kind == op_kind::send) trace_sent_ += o.src.count * sizeof(T);
+      if (o.kind == op_kind::recv || o.kind == op_kind::recv_reduce) trace_received_ += o.dst.count * sizeof(T);
+    }
+  }
+
+  // The call's own event, once: when it finishes, or fails (after its first advance,
+  // which names it).
+  void trace_end(bool failed) noexcept {
+    if (trace_context_ == nullptr) return;
+    trace::event e;
+    e.start_ns = trace_began_;
+    e.duration_ns = trace::now_ns() - trace_began_;
+    e.call_id = trace_id_;
+    e.call = trace_context_->call;
+    e.bytes = trace_sent_;
+    e.received = trace_received_;
+    e.rank = transport_.rank();
+    e.size = transport_.size();
+    e.failed = failed;
+    std::strncpy(e.name, trace_context_->name, sizeof e.name - 1);
+    trace::recorder::instance().record(e);
+    trace_context_ = nullptr;
+  }
+
+  void trace_step(what kind, std::int64_t began, std::int64_t duration, int peer, std::size_t bytes) noexcept {
+    trace::event e;
+    e.start_ns = began;
+    e.duration_ns = duration;
+    e.call_id = trace_id_;
+    e.call = trace_context_ ? trace_context_->call : 0;
+    e.bytes = bytes;
+    e.rank = transport_.rank();
+    e.peer = peer;
+    e.kind = kind;
+    trace::recorder::instance().record(e);
+  }
+
+  // A fused receive reduces in the transport, piece by piece as its bytes arrive: when
+  // tracing, its sink's op is `traced_op_`, which names the call the pieces belong to.
+  struct traced_op {
+    Op* op;
+    executor* self;
+  };
+
+  void trace_reductions_of(fused_target& target, chunk_sink& sink) noexcept {
+    target.op = &traced_op_;
+    sink.consume = [](void* context, std::size_t offset, std::span<const std::byte> piece) {
+      const auto& t = *static_cast<const fused_target*>(context);
+      const auto& traced = *static_cast<const traced_op*>(t.op);
+      const std::int64_t began = trace::now_ns();
+      detail::reduce_piece<T>(t, *traced.op, offset, piece);
+      traced.self->trace_step(what::reduce, began, trace::now_ns() - began, -1, piece.size());
+    };
+  }
+
+  // A message posted, or seen complete.
+  void trace_message(bool posted, const operation& o) noexcept {
+    const bool sending = o.kind == op_kind::send;
+    const what kind = posted ? (sending ? what::post_send : what::post_recv)
+                             : (sending ? what::complete_send : what::complete_recv);
+    trace_step(kind, trace::now_ns(), 0, o.peer, (sending ? o.src.count : o.dst.count) * sizeof(T));
   }
 
   const schedule& plan_;
@@ -313,6 +428,12 @@ class executor {
   T* scratch_ = nullptr;
   T* staging_ = nullptr;
   owned_memory owned_scratch_{}, owned_staging_{};
+  bool tracing_ = trace::enabled();  // read once per call: the setting does not change under a running call
+  traced_op traced_op_{&op_, this};
+  const call_context* trace_context_ = nullptr;  // the call's name and number, from its last advance
+  std::uint64_t trace_id_ = 0;
+  std::int64_t trace_began_ = 0;
+  std::size_t trace_sent_ = 0, trace_received_ = 0;
 };
 
 // Runs `plan` for one call of this rank, with the bookkeeping of `room` (which a
