@@ -5,7 +5,8 @@
 //   compute   a compute loop sized to take about as long as `comm`;
 //   blocking  compute, then the blocking all_reduce: one step without overlap;
 //   overlap   iall_reduce, then the compute loop in `polls` slices with comm.progress()
-//             between them (0: no progress call until the wait), then wait.
+//             between them (0: no progress call until the wait), then wait;
+//   thread    the same with no progress call, and a progress thread moving the call.
 // hidden = (blocking - overlap) / comm: the fraction of the communication the compute
 // covered (1: all of it). Every all_reduce's result is checked.
 //
@@ -90,8 +91,8 @@ int main(int argc, char** argv) {
   if (comm.rank() == 0)
     std::cout << comm.transport().name() << ", " << p << " ranks, " << bytes << " bytes: comm " << t_comm * 1e3
               << " ms, compute " << t_compute * 1e3 << " ms, compute then blocking all_reduce " << t_blocking * 1e3 << " ms\n";
-  for (int polls : {0, 4, 16, 64}) {
-    const double t_overlap = timed(comm, iterations, [&] {
+  auto overlapped = [&](int polls) {
+    return timed(comm, iterations, [&] {
       fill();
       auto h = coll::iall_reduce(comm, data, coll::sum{});
       const long slice = std::max(1L, units / std::max(1, polls));
@@ -102,10 +103,16 @@ int main(int argc, char** argv) {
       h.wait();
       check();
     });
+  };
+  auto report = [&](const std::string& how, double t_overlap) {
     if (comm.rank() == 0)
-      std::cout << "  iall_reduce beside the compute, " << polls << " progress calls: " << t_overlap * 1e3
-                << " ms, hidden " << int(std::lround(100 * (t_blocking - t_overlap) / t_comm)) << "% of comm\n";
-  }
+      std::cout << "  iall_reduce beside the compute, " << how << ": " << t_overlap * 1e3 << " ms, hidden "
+                << int(std::lround(100 * (t_blocking - t_overlap) / t_comm)) << "% of comm\n";
+  };
+  for (int polls : {0, 4, 16, 64}) report(std::to_string(polls) + " progress calls", overlapped(polls));
+  comm.start_progress_thread();
+  report("a progress thread", overlapped(0));
+  comm.stop_progress_thread();
   if (sink == 42.0f) std::cout << "";  // keeps the compute
   if (checked_wrong != 0) {
     std::cerr << "rank " << comm.rank() << ": " << checked_wrong << " wrong all_reduce results\n";
