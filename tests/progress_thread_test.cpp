@@ -164,6 +164,22 @@ TEST_CASE("with a progress thread, a call's deadline and an abort still reach it
   CHECK(aborted == 2);
 }
 
+TEST_CASE("a wait past the call's deadline ends even while the progress thread cannot take its turn") {
+  coll::run_ranks(2, [](comm& c) {
+    c.start_progress_thread();
+    std::vector<int> never_sent(4);
+    handle h;
+    {
+      coll::scoped_timeout short_one(c, 100ms);
+      h = coll::irecv(c, never_sent, 1 - c.rank(), 11);
+    }
+    auto turn = c.exclusive();  // keeps the progress thread out
+    const auto t0 = coll::clock::now();
+    CHECK_THROWS_AS(h.wait(), coll::error);
+    CHECK(coll::clock::now() - t0 < 5s);
+  }, 20s);
+}
+
 TEST_CASE("the progress thread stops and starts again, moves with its communicator, and comes from the environment") {
   coll::inproc_group group(2);
   std::vector<int> results(2);
@@ -191,7 +207,7 @@ TEST_CASE("the progress thread stops and starts again, moves with its communicat
   coll::run_ranks(1, [](comm& c) { CHECK(c.has_progress_thread()); });
 }
 
-TEST_CASE("a communicator destroyed with calls in flight stops its progress thread first, and the handles say why") {
+TEST_CASE("a communicator with a progress thread, destroyed with calls in flight, leaves their handles an error") {
   coll::inproc_group group(2);
   std::vector<int> data(16, 1);
   handle orphan;

@@ -37,7 +37,7 @@ class communicator {
   // Not while calls are in flight: they refer to the transport. A progress thread
   // moves along: it holds the calls in flight, which live on the heap.
   communicator(communicator&&) = default;
-  communicator& operator=(communicator&&) = default;  // progress_ first: the old thread stops before its calls go
+  communicator& operator=(communicator&&) = default;  // progress_ before in_flight_: the old thread stops before its list goes
 
   // Non-blocking calls still in flight are waited for, each until its deadline, so
   // that no message lands in a buffer after this; one that does not finish by then
@@ -91,6 +91,19 @@ class communicator {
   bool checks_calls() const noexcept { return check_calls_; }
   void check_calls(bool on) noexcept { check_calls_ = on; }
 
+  // A failure as the library's error, for the handles of the calls it ends.
+  static error failure_of(std::exception_ptr failure) {
+    try {
+      std::rethrow_exception(failure);
+    } catch (const error& e) {
+      return e;
+    } catch (const std::exception& e) {
+      return error(errc::aborted, std::string("the progress thread failed: ") + e.what());
+    } catch (...) {
+      return error(errc::aborted, "the progress thread failed");
+    }
+  }
+
   // Wakes every pending and future operation of the whole group with errc::aborted.
   void abort() { transport_.abort(); }
 
@@ -119,7 +132,12 @@ class communicator {
     if (progress_) return;
     progress_ = std::make_unique<progress_thread>([calls = in_flight_.get()] {
       if (calls->empty()) return progress_thread::round::nothing_in_flight;
-      return calls->poll() ? progress_thread::round::moved : progress_thread::round::waiting;
+      try {
+        return calls->poll() ? progress_thread::round::moved : progress_thread::round::waiting;
+      } catch (...) {  // the transport failed outside any call: every call ends with it, none waits on
+        calls->abandon_all(failure_of(std::current_exception()));
+        return progress_thread::round::moved;
+      }
     });
   }
   // Waits for the thread to end its round; the calls in flight stay, for the

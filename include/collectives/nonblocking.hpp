@@ -77,7 +77,10 @@ class call_handle {
   // failure (every time it is asked, until the handle goes).
   bool test() {
     if (!call_) return true;
-    if (call_->running() && !comm_->has_progress_thread()) comm_->progress();
+    // A progress thread moves the call; past its deadline this thread advances it too,
+    // so that it ends even when the progress thread cannot take its turn.
+    if (call_->running() && (!comm_->has_progress_thread() || clock::now() >= call_->context().until))
+      comm_->progress();
     switch (call_->current()) {
       case in_flight_call::state::running: return false;
       case in_flight_call::state::done: return true;

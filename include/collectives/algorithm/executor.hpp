@@ -108,6 +108,8 @@ class executor {
 
   executor(const schedule& plan, Transport& transport, call_buffers<T, Space> buffers, Op& op, workspace& room)
       : plan_(plan), transport_(transport), memory_(memory_ops_of<Space>(transport)), buffers_(buffers), op_(op), room_(room) {}
+  executor(const executor&) = delete;  // it stays where it started: its trace points at it
+  executor& operator=(const executor&) = delete;
 
   // Runs the call to its end on this thread. `others` advances whatever else is in
   // flight on the same transport (a communicator's non-blocking calls) between steps,
