@@ -1,4 +1,5 @@
-// The library's only macros: host/device annotations and feature detection.
+// The library's only macros: host/device annotations, feature detection, and the
+// switch between header-only use and separate compilation.
 #pragma once
 
 // Functions a reduce op or a reduction loop must offer to both the host and a CUDA
@@ -17,4 +18,15 @@
 #define COLLECTIVES_UNROLL_4
 #else
 #define COLLECTIVES_UNROLL_4 _Pragma("GCC unroll 4")
+#endif
+
+// Header-only by default: the start-up and the transports' engines are inline
+// functions compiled in every translation unit that uses them. With
+// COLLECTIVES_SEPARATE_COMPILATION defined in every translation unit of a program (the
+// collectives::compiled target does that), they are compiled once, into that library
+// (or into one source file of the program's that includes <collectives/impl/src.hpp>).
+#if defined(COLLECTIVES_SEPARATE_COMPILATION)
+#define COLLECTIVES_DECL
+#else
+#define COLLECTIVES_DECL inline
 #endif

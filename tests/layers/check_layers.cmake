@@ -12,7 +12,7 @@ set(layers
   "4 communicator: ^communicator\\.hpp$"
   "5 transports:  ^transport/"
   "6 calls:       ^detail/ ^(all_gather|all_reduce|all_to_all|barrier|broadcast|completion_tokens|gather|gradient_bucketer|nonblocking|point_to_point|reduce|reduce_scatter|scatter|run_ranks)\\.hpp$"
-  "7 umbrella:    ^collectives\\.hpp$")
+  "7 umbrella:    ^collectives\\.hpp$ ^impl/")
 
 if(NOT INCLUDE_DIR)
   message(FATAL_ERROR "check_layers: pass -DINCLUDE_DIR=<the include directory>")
@@ -39,7 +39,7 @@ function(layer_of path out)
   set(${out}_rank -1 PARENT_SCOPE)
 endfunction()
 
-file(GLOB_RECURSE headers RELATIVE ${root} ${root}/*.hpp ${root}/*.cuh)
+file(GLOB_RECURSE headers RELATIVE ${root} ${root}/*.hpp ${root}/*.ipp ${root}/*.cuh)
 list(SORT headers)
 set(problems "")
 set(checked 0)

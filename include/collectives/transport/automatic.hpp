@@ -23,6 +23,7 @@
 #include "../bootstrap/environment.hpp"
 #include "../bootstrap/job_token.hpp"
 #include "../concepts/transport.hpp"
+#include "../config.hpp"
 #include "../error.hpp"
 #include "../log.hpp"
 #include "selection.hpp"
@@ -67,19 +68,11 @@ class automatic_transport {
   explicit automatic_transport(tcp t) : chosen_(std::move(t)) {}
 
   // Joins the job `launch` describes over the transport `options.selection` asks for.
-  static automatic_transport join(const bootstrap::launch_info& launch, const auth::job_token& token,
-                                  automatic_options options = automatic_options::from_env()) {
-    const auto [use_shm, reason] = decide(launch, options.selection);
-    if (log::enabled(log::level::info))
-      log::info("rank " + std::to_string(launch.rank) + ": transport " + (use_shm ? "shm" : "tcp") + ": " + reason);
-    if (use_shm) return automatic_transport(shm::join(launch, token, std::move(options.shm)));
-    return automatic_transport(tcp::join(launch, token, std::move(options.tcp)));
-  }
+  COLLECTIVES_DECL static automatic_transport join(const bootstrap::launch_info& launch, const auth::job_token& token,
+                                                   automatic_options options = automatic_options::from_env());
 
   // The job as the launcher described it, and COLLECTIVES_JOB_TOKEN.
-  static automatic_transport from_env(automatic_options options = automatic_options::from_env()) {
-    return join(bootstrap::detect_launch(), auth::job_token::from_env(), std::move(options));
-  }
+  COLLECTIVES_DECL static automatic_transport from_env(automatic_options options = automatic_options::from_env());
 
   // "shm" or "tcp".
   std::string_view name() const noexcept { return std::holds_alternative<shm>(chosen_) ? "shm" : "tcp"; }
@@ -129,27 +122,13 @@ class automatic_transport {
     std::string reason;
   };
 
-  static decision decide(const bootstrap::launch_info& launch, transport_selection selection) {
-    const std::string variable(transport_selection_variable);
-    const bool all_here = launch.local_size == launch.size;
-    const std::string here = "the launcher (" + launch.origin + ") puts " + std::to_string(launch.local_size) +
-                             " of the job's " + std::to_string(launch.size) + " ranks on this host";
-    switch (selection) {
-      case transport_selection::shm:
-        if (!all_here)
-          throw error(errc::invalid_config, variable + "=shm, but " + here +
-                                                ", and shared memory joins only ranks of one host; use tcp or auto");
-        return {true, variable + "=shm"};
-      case transport_selection::tcp:
-        return {false, variable + "=tcp"};
-      case transport_selection::automatic:
-        break;
-    }
-    if (all_here) return {true, variable + "=auto and all " + std::to_string(launch.size) + " ranks are on this host"};
-    return {false, variable + "=auto and " + here};
-  }
+  COLLECTIVES_DECL static decision decide(const bootstrap::launch_info& launch, transport_selection selection);
 
   std::variant<shm, tcp> chosen_;
 };
 
 }  // namespace collectives
+
+#if !defined(COLLECTIVES_SEPARATE_COMPILATION)
+#include "automatic.ipp"
+#endif

@@ -1,0 +1,223 @@
+// The shm engine's member functions (engine.hpp): inline in header-only use, compiled
+// once into collectives::compiled with COLLECTIVES_SEPARATE_COMPILATION.
+#pragma once
+
+#include "engine.hpp"
+
+namespace collectives::shm_detail {
+
+engine::engine(int rank, segment seg, engine_limits limits)
+    : seg_(std::move(seg)), match_(rank, seg_ ? seg_.shape().size : 1, limits.early), limits_(limits),
+      bound_to_one_cpu_(shm_detail::bound_to_one_cpu()),
+      poll_time_(!bound_to_one_cpu_ && size() > usable_cpus() ? limits.oversubscribed_poll_time : limits.poll_time),
+      fifos_(std::size_t(size())) {}
+
+engine::~engine() {
+  if (!seg_) return;
+  shared(seg_.rank(rank()).state).store(departed, std::memory_order_release);
+  for (int p = 0; p < size(); ++p)
+    if (p != rank()) ring(seg_.bell(p));
+}
+
+std::uint32_t engine::post_send(int peer, message_tag tag, std::span<const std::byte> data) {
+  const std::uint32_t slot = match_.post_send(peer, tag, data);
+  fifos_[std::size_t(peer)].sends.push_back(slot);
+  push(peer);
+  return slot;
+}
+
+std::uint32_t engine::post_recv(int peer, message_tag tag, std::span<std::byte> into) {
+  return pulled(match_.post_recv(peer, tag, into));
+}
+
+std::uint32_t engine::post_recv_reduce(int peer, message_tag tag, std::size_t bytes, std::size_t granule, chunk_sink sink) {
+  return pulled(match_.post_recv_reduce(peer, tag, bytes, granule, sink));
+}
+
+bool engine::test(std::uint32_t& slot) {
+  op& o = match_.at(slot);
+  if (o.state == op_state::posted || o.state == op_state::moving) {
+    throw_if_broken();
+    if (o.type == op_type::send) push(o.peer);
+    else pull(o.peer);
+    if (o.state == op_state::posted || o.state == op_state::moving) look_at_peer(o);
+  }
+  return match_.finish(slot);
+}
+
+bool engine::wait_for_activity(deadline until) {
+  if (broken()) return true;
+  if (!seg_) {  // alone: nothing can arrive, only an abort from another thread
+    while (clock::now() < until && !broken()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return broken();
+  }
+  const auto poll_until = std::min(until, clock::now() + poll_time_);
+  for (unsigned turn = 0;; ++turn) {
+    if (news()) return true;
+    if (bound_to_one_cpu_ || turn < limits_.spin_turns) cpu_relax();
+    else std::this_thread::yield();
+    if (turn % 8 == 7 && clock::now() >= poll_until) break;
+  }
+  for (;;) {
+    const auto now = clock::now();
+    if (now >= next_watch_) {
+      next_watch_ = now + limits_.watch_interval;
+      if (notice_dead_peer()) return true;
+    }
+    if (now >= until) return false;
+    const auto limit = std::min(until, next_watch_) - now;
+    if (sleep_on(seg_.bell(rank()), limit, [&] { return news() || broken(); })) return true;
+  }
+}
+
+void engine::cancel(std::uint32_t& slot) noexcept {
+  if (slot == no_slot) return;
+  const std::uint32_t cancelled = slot;
+  const cancellation c = match_.cancel(slot);
+  if (c.type == op_type::send) {
+    if (c.state == op_state::moving) {
+      // Halfway through: the receiver can't resynchronise, so the FIFO is given up.
+      shared(seg_.control(rank(), c.peer).abandoned).store(1, std::memory_order_release);
+      ring(seg_.bell(c.peer));
+      match_.break_link(c.peer, "this rank gave up on a message to rank " + std::to_string(c.peer) + " halfway through");
+    }
+    std::erase(fifos_[std::size_t(c.peer)].sends, cancelled);
+  } else if (c.mid_message) {
+    match_.break_link(c.peer, "this rank gave up on a message from rank " + std::to_string(c.peer) + " halfway through");
+  }
+}
+
+void engine::abort() {
+  if (!seg_) {
+    match_.note_abort(rank());
+    return;
+  }
+  std::int32_t none = -1;
+  shared(seg_.header().aborted_by).compare_exchange_strong(none, rank());
+  for (int p = 0; p < size(); ++p) ring(seg_.bell(p));
+}
+
+void engine::throw_if_broken() {
+  note_abort();
+  match_.throw_if_broken();
+}
+
+void engine::note_abort() {
+  if (seg_)
+    if (const int by = shared(seg_.header().aborted_by).load(std::memory_order_relaxed); by >= 0) match_.note_abort(by);
+}
+
+bool engine::broken() {
+  note_abort();
+  return match_.broken();
+}
+
+std::uint32_t engine::pulled(std::uint32_t slot) {
+  const op& o = match_.at(slot);
+  if (o.state == op_state::posted) pull(o.peer);
+  return slot;
+}
+
+void engine::push(int peer) {
+  fifo_ends& link = fifos_[std::size_t(peer)];
+  if (match_.link(peer) == link_state::broken) return;
+  const std::size_t capacity = seg_.shape().slot_bytes, slots = seg_.shape().slots;
+  bool pushed = false;
+  while (!link.sends.empty()) {
+    op& o = match_.at(link.sends.front());
+    if (link.head - link.known_tail == slots) {
+      link.known_tail = shared(seg_.control(rank(), peer).tail).load(std::memory_order_acquire);
+      if (link.head - link.known_tail == slots) break;
+    }
+    slot_header& s = seg_.slot(rank(), peer, link.head % slots);
+    const std::size_t n = std::min(capacity, o.bytes - o.moved);
+    s.call = o.tag.call;
+    s.step = o.tag.step;
+    s.fragment_bytes = std::uint32_t(n);
+    s.message_bytes = o.bytes;
+    s.offset = o.moved;
+    if (n != 0) std::memcpy(reinterpret_cast<std::byte*>(&s + 1), o.out.data() + o.moved, n);
+    shared(s.sequence).store(++link.head, std::memory_order_release);
+    o.moved += n;
+    o.state = op_state::moving;
+    pushed = true;
+    if (o.moved == o.bytes) {
+      o.state = op_state::done;
+      link.sends.pop_front();
+    }
+  }
+  if (pushed) ring_if_sleeping(seg_.bell(peer));
+}
+
+void engine::pull(int peer) {
+  fifo_ends& link = fifos_[std::size_t(peer)];
+  if (match_.link(peer) == link_state::broken) return;
+  const std::size_t slots = seg_.shape().slots;
+  bool pulled = false;
+  for (;;) {
+    slot_header& s = seg_.slot(peer, rank(), link.tail % slots);
+    if (shared(s.sequence).load(std::memory_order_acquire) != link.tail + 1) break;
+    if (!well_formed(s, peer)) break;
+    if (!match_.in_message(peer) && match_.begin_message(peer, {s.call, s.step}, s.message_bytes) == landing::held) break;
+    if (s.fragment_bytes != 0) match_.deliver(peer, {reinterpret_cast<const std::byte*>(&s + 1), s.fragment_bytes});
+    shared(seg_.control(peer, rank()).tail).store(++link.tail, std::memory_order_release);
+    pulled = true;
+  }
+  if (pulled) ring_if_sleeping(seg_.bell(peer));
+}
+
+bool engine::well_formed(const slot_header& s, int peer) {
+  const bool starts = !match_.in_message(peer);
+  const bool ok = s.fragment_bytes <= seg_.shape().slot_bytes && s.offset <= s.message_bytes &&
+                  s.fragment_bytes <= s.message_bytes - s.offset &&
+                  (starts ? s.offset == 0 && (s.fragment_bytes > 0 || s.message_bytes == 0)
+                          : s.offset == match_.message_moved(peer) && s.message_bytes == match_.message_bytes(peer) &&
+                                message_tag{s.call, s.step} == match_.message_tag_of(peer) && s.fragment_bytes > 0);
+  if (!ok) match_.break_link(peer, "rank " + std::to_string(peer) + " sent a malformed fragment; build a new communicator");
+  return ok;
+}
+
+void engine::look_at_peer(op& o) {
+  if (o.type != op_type::send && shared(seg_.control(o.peer, rank()).abandoned).load(std::memory_order_acquire) != 0) {
+    pull(o.peer);
+    notice_dead_peer();  // a peer gives up after a loss of its own: name that loss first
+    throw_if_broken();
+    if (o.state != op_state::done)
+      match_.fail(o, errc::protocol_error, "rank " + std::to_string(o.peer) +
+                                               " gave up halfway through a message to this rank after a failure of its own");
+  }
+  if (shared(seg_.rank(o.peer).state).load(std::memory_order_acquire) == departed) {
+    if (o.type != op_type::send) pull(o.peer);  // its last messages are still in the FIFO
+    match_.depart(o.peer, "rank " + std::to_string(o.peer) + " closed its communicator");
+  }
+}
+
+bool engine::news() {
+  if (broken()) return true;
+  bool changed = false;
+  const std::size_t slots = seg_.shape().slots;
+  for (int p = 0; p < size(); ++p) {
+    if (p == rank()) continue;
+    fifo_ends& link = fifos_[std::size_t(p)];
+    const slot_header& next = seg_.slot(p, rank(), link.tail % slots);
+    const std::uint64_t in = link.tail + (shared(next.sequence).load(std::memory_order_acquire) == link.tail + 1 ? 1 : 0) +
+                             shared(seg_.control(p, rank()).abandoned).load(std::memory_order_relaxed);
+    const std::uint64_t out = shared(seg_.control(rank(), p).tail).load(std::memory_order_acquire);
+    const std::uint32_t state = shared(seg_.rank(p).state).load(std::memory_order_acquire);
+    if (in != link.seen_in || out != link.seen_out || state != link.seen_state) changed = true;
+    link.seen_in = in;
+    link.seen_out = out;
+    link.seen_state = state;
+  }
+  return changed;
+}
+
+bool engine::notice_dead_peer() {
+  if (match_.first_lost() >= 0) return true;
+  const int dead = watch_.first_dead([&](int p) { return shared(seg_.rank(p).state).load(std::memory_order_acquire) == departed; });
+  if (dead < 0) return false;
+  match_.lose(dead, "lost rank " + std::to_string(dead) + ": its process (pid " + std::to_string(watch_.pid_of(dead)) + ") died");
+  return true;
+}
+
+}  // namespace collectives::shm_detail

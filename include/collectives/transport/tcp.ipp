@@ -1,0 +1,77 @@
+// The TCP transport's start-up (tcp.hpp): inline in header-only use, compiled once
+// into collectives::compiled with COLLECTIVES_SEPARATE_COMPILATION.
+#pragma once
+
+#include "tcp.hpp"
+
+#include "../bootstrap/rendezvous.hpp"
+
+namespace collectives {
+
+tcp tcp::join(const bootstrap::launch_info& launch, const auth::job_token& token, tcp_options options) {
+  if (options.route_to.empty()) options.route_to = launch.master_addr;
+  if (launch.size == 1) return tcp(launch.rank, 1, nullptr, token, std::move(options));  // nobody to meet
+  auto session = bootstrap::open_store(launch, token, clock::now() + options.startup_timeout);
+  return tcp(launch.rank, launch.size, session.store.get(), token, std::move(options));
+  // The store closes here: once every rank has met every other, none needs it.
+}
+
+tcp::tcp(int rank, int size, bootstrap::key_value_store* store, const auth::job_token& token, tcp_options options)
+    : wire_transport(std::make_unique<tcp_detail::engine>(checked_rank(rank, size), size, options.limits)) {
+  if (size == 1) return;
+  const deadline until = clock::now() + options.startup_timeout;
+  // Every rank creates its communicators in the same order, so each one's count
+  // names the same group on every rank, even in a store that outlives a group.
+  const auto generation = store->add("collectives/tcp/communicators/" + std::to_string(rank), 1);
+  interface_ = tcp_detail::choose_interface(options.interface, route_target(options.route_to));
+  mesh_ = tcp_detail::connect_mesh(wire_->io(), rank, size, *store,
+                                   "collectives/tcp/" + std::to_string(generation) + "/address/", token, interface_,
+                                   until, {options.handshake_limit});
+  wire_->adopt(std::move(mesh_.peers));
+  meet_everyone(until);
+  if (log::enabled(log::level::info)) log::info(describe());
+}
+
+void tcp::meet_everyone(deadline until) {
+  std::vector<request> pending;
+  const message_tag hello{reserved_call::tcp_hello, 0};
+  for (int p = 0; p < size(); ++p)
+    if (p != rank()) {
+      pending.push_back(post_send(p, hello, {}));
+      pending.push_back(post_recv(p, hello, {}));
+    }
+  try {
+    while (!pending.empty()) {
+      std::erase_if(pending, [&](request& r) { return test(r); });
+      if (pending.empty()) break;
+      if (clock::now() >= until || !wait_for_activity(until))
+        throw error(errc::timeout, "rank " + std::to_string(rank()) + ": start-up timed out waiting for every rank to connect");
+    }
+  } catch (...) {
+    for (auto& r : pending) cancel(r);
+    throw;
+  }
+}
+
+std::string tcp::route_target(const std::string& host) {
+  if (!host.empty()) return host;
+  char name[256] = {};
+  return gethostname(name, sizeof name - 1) == 0 ? std::string(name) : std::string("localhost");
+}
+
+std::string tcp::describe() const {
+  std::string s = "tcp rank " + std::to_string(rank()) + " of " + std::to_string(size());
+  if (size() == 1) return s + " (no connections)";
+  s += " on " + (interface_.name.empty() ? std::string("?") : interface_.name) + " " +
+       tcp_detail::format_endpoint(mesh_.listened_on) + "; ranks at";
+  for (std::size_t r = 0; r < mesh_.addresses.size(); ++r) {
+    s.append(" ").append(std::to_string(r)).append("=").append(mesh_.addresses[r]);
+  }
+  return s;
+}
+
+tcp tcp::from_env(tcp_options options) {
+  return join(bootstrap::detect_launch(), auth::job_token::from_env(), std::move(options));
+}
+
+}  // namespace collectives

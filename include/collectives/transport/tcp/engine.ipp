@@ -1,0 +1,264 @@
+// The TCP engine's member functions (engine.hpp): inline in header-only use, compiled
+// once into collectives::compiled with COLLECTIVES_SEPARATE_COMPILATION.
+#pragma once
+
+#include "engine.hpp"
+
+namespace collectives::tcp_detail {
+
+engine::engine(int rank, int size, engine_limits limits) : match_(rank, size, limits.early), limits_(limits) {}
+
+engine::~engine() { say_goodbye(); }
+
+void engine::adopt(std::vector<std::shared_ptr<asio::ip::tcp::socket>> sockets) {
+  links_.resize(sockets.size());
+  for (std::size_t p = 0; p < sockets.size(); ++p)
+    if (sockets[p]) links_[p] = std::make_unique<connection>(int(p), std::move(sockets[p]));
+  for (auto& l : links_)
+    if (l) consume(*l);
+}
+
+std::uint32_t engine::post_send(int peer, message_tag tag, std::span<const std::byte> data) {
+  const std::uint32_t slot = match_.post_send(peer, tag, data);
+  connection& link = *links_[std::size_t(peer)];
+  link.queue.push_back({slot, encode({frame_kind::data, tag, data.size()})});
+  write_next(link);
+  return slot;
+}
+
+std::uint32_t engine::post_recv(int peer, message_tag tag, std::span<std::byte> into) {
+  return resumed(match_.post_recv(peer, tag, into));
+}
+
+std::uint32_t engine::post_recv_reduce(int peer, message_tag tag, std::size_t bytes, std::size_t granule, chunk_sink sink) {
+  return resumed(match_.post_recv_reduce(peer, tag, bytes, granule, sink));
+}
+
+bool engine::wait_for_activity(deadline until) {
+  if (match_.broken()) return true;
+  const auto poll_until = std::min(until, clock::now() + limits_.poll_time);
+  do {
+    if (io_.poll() > 0) return true;
+    std::this_thread::yield();
+  } while (clock::now() < poll_until);
+  const bool ran = io_.run_one_until(until) > 0;
+  const bool more = io_.poll() > 0;  // counts: a caller told "nothing ran" would sleep on what did
+  return ran || more || match_.broken();
+}
+
+void engine::cancel(std::uint32_t& slot) noexcept {
+  if (slot == no_slot) return;
+  const std::uint32_t cancelled = slot;
+  const cancellation c = match_.cancel(slot);
+  connection& link = *links_[std::size_t(c.peer)];
+  if (c.type == op_type::send && c.state == op_state::posted) {
+    for (auto& frame : link.queue)
+      if (frame.slot == cancelled) frame.withdrawn = true;
+  } else if (c.type == op_type::send && c.state == op_state::moving) {
+    for (auto& frame : link.queue)
+      if (frame.slot == cancelled) frame.slot = no_slot;
+    abandon(link);
+  } else if (c.mid_message) {
+    abandon(link);
+  }
+}
+
+void engine::abort() {
+  match_.note_abort(rank());
+  asio::post(io_, [this] { tell_abort(); });
+}
+
+std::uint32_t engine::resumed(std::uint32_t slot) {
+  connection& link = *links_[std::size_t(match_.at(slot).peer)];
+  if (link.part == frame_part::held && open(link)) {
+    const frame_header h = *link.held;
+    if (start_frame(link, h)) consume(link);
+  }
+  return slot;
+}
+
+void engine::write_next(connection& link) {
+  while (!link.writing && !link.queue.empty() && link.queue.front().withdrawn) link.queue.pop_front();
+  if (link.writing || link.queue.empty() || !open(link)) return;
+  const outgoing& frame = link.queue.front();
+  if (frame.slot != no_slot) match_.at(frame.slot).state = op_state::moving;
+  link.writing = true;
+  link.written = 0;
+  write_rest(link);
+}
+
+void engine::write_rest(connection& link) {
+  const outgoing& frame = link.queue.front();
+  std::span<const std::byte> payload;
+  if (frame.slot != no_slot) payload = match_.at(frame.slot).out;
+  std::array<asio::const_buffer, 2> rest{};
+  if (link.written < header_size) {
+    rest[0] = asio::buffer(frame.header.data() + link.written, header_size - link.written);
+    rest[1] = asio::buffer(payload.data(), payload.size());
+  } else {
+    rest[0] = asio::buffer(payload.data() + (link.written - header_size), payload.size() - (link.written - header_size));
+  }
+  link.socket->async_write_some(rest, [this, &link, total = header_size + payload.size()](const error_code& ec, std::size_t n) {
+    if (!open(link)) return;
+    if (ec) return ended(link, ec);
+    link.written += n;
+    if (link.written < total) return write_rest(link);
+    link.writing = false;
+    const std::uint32_t slot = link.queue.front().slot;
+    link.queue.pop_front();
+    if (slot != no_slot) match_.at(slot).state = op_state::done;
+    write_next(link);
+  });
+}
+
+void engine::consume(connection& link) {
+  while (open(link)) {
+    if (link.part == frame_part::held) return;  // resumes when its receive is posted
+    if (link.part == frame_part::payload) {
+      take_payload(link);
+      if (link.remaining > 0) return read_payload(link);
+      link.part = frame_part::header;
+      continue;
+    }
+    if (link.inbox_end - link.inbox_begin < header_size) return read_more(link);
+    header_bytes bytes;
+    std::memcpy(bytes.data(), link.inbox.data() + link.inbox_begin, header_size);
+    link.inbox_begin += header_size;
+    const auto h = decode(bytes);
+    if (!h) return close(link, link_state::lost, "rank " + std::to_string(link.peer) + " sent a malformed frame header");
+    if (h->kind == frame_kind::abort) {
+      // The frame names the rank that aborted first.
+      match_.note_abort(h->tag.call < std::uint64_t(size()) ? int(h->tag.call) : link.peer);
+    } else if (h->kind == frame_kind::goodbye) {
+      link.said_goodbye = true;
+    } else {
+      start_frame(link, *h);
+    }
+  }
+}
+
+bool engine::start_frame(connection& link, const frame_header& h) {
+  if (match_.begin_message(link.peer, h.tag, h.length) == landing::held) {
+    link.held = h;
+    link.part = frame_part::held;
+    return false;
+  }
+  link.held.reset();
+  link.part = frame_part::payload;
+  link.remaining = h.length;
+  // A fused receive reduces from the inbox in whole elements, in pieces this large.
+  if (const std::uint32_t slot = match_.receiving(link.peer); slot != no_slot && match_.at(slot).type == op_type::recv_reduce) {
+    const std::size_t g = match_.at(slot).granule;
+    const std::size_t piece = std::max(g, limits_.piece_bytes / g * g);
+    if (link.inbox.size() < piece) link.inbox.resize(piece);
+  }
+  return true;
+}
+
+void engine::read_more(connection& link) {
+  if (link.reading) return;
+  const std::size_t unparsed = link.inbox_end - link.inbox_begin;
+  if (unparsed != 0 && link.inbox_begin != 0)
+    std::memmove(link.inbox.data(), link.inbox.data() + link.inbox_begin, unparsed);
+  link.inbox_begin = 0;
+  link.inbox_end = unparsed;
+  if (link.inbox.size() < limits_.inbox_bytes) link.inbox.resize(limits_.inbox_bytes);
+  link.reading = true;
+  link.socket->async_read_some(asio::buffer(link.inbox.data() + unparsed, link.inbox.size() - unparsed),
+                               [this, &link](const error_code& ec, std::size_t n) {
+    link.reading = false;
+    if (!open(link)) return;
+    if (ec) return ended(link, ec);
+    link.inbox_end += n;
+    consume(link);
+  });
+}
+
+void engine::read_payload(connection& link) {
+  const std::span<std::byte> into = match_.direct_destination(link.peer);
+  const bool direct = !into.empty() && link.inbox_begin == link.inbox_end && link.remaining >= limits_.inbox_bytes / 2;
+  if (!direct) return read_more(link);
+  if (link.reading) return;
+  link.reading = true;
+  link.socket->async_read_some(asio::buffer(into.data(), into.size()), [this, &link](const error_code& ec, std::size_t n) {
+    link.reading = false;
+    if (!open(link)) return;  // abandoned: the buffer is the caller's again
+    if (ec) return ended(link, ec);
+    link.remaining -= n;
+    match_.delivered_directly(link.peer, n);
+    consume(link);
+  });
+}
+
+void engine::take_payload(connection& link) {
+  const std::size_t n = std::min<std::uint64_t>(link.inbox_end - link.inbox_begin, link.remaining);
+  if (n == 0) return;
+  match_.deliver(link.peer, {link.inbox.data() + link.inbox_begin, n});
+  link.inbox_begin += n;
+  link.remaining -= n;
+}
+
+void engine::ended(connection& link, const error_code& ec) {
+  if (!open(link)) return;
+  if (link.said_goodbye && ec == asio::error::eof)
+    return close(link, link_state::departed, "rank " + std::to_string(link.peer) + " closed its communicator");
+  const std::string how = ec == asio::error::eof ? "closed the connection without saying goodbye (did it exit or crash?)"
+                                                 : "broke the connection (" + ec.message() + ")";
+  close(link, link_state::lost, "lost rank " + std::to_string(link.peer) + ": it " + how);
+}
+
+void engine::close(connection& link, link_state state, std::string why) {
+  if (!open(link)) return;
+  if (state == link_state::departed) {
+    match_.depart(link.peer, std::move(why));
+  } else if (match_.lose(link.peer, std::move(why)) && match_.aborted_by() < 0) {
+    log::warn(match_.who() + match_.link_story(link.peer));
+  }
+  error_code ignored;
+  link.socket->close(ignored);
+}
+
+void engine::abandon(connection& link) {
+  if (!open(link)) return;
+  match_.break_link(link.peer, "the connection to rank " + std::to_string(link.peer) +
+                                   " is out of step: a transfer was cancelled halfway after an earlier failure; build a new communicator");
+  error_code ignored;
+  link.socket->cancel(ignored);
+}
+
+void engine::tell_abort() {
+  const int by = match_.aborted_by();
+  for (auto& l : links_)
+    if (l && open(*l)) {
+      l->queue.push_back({no_slot, encode({frame_kind::abort, {std::uint64_t(by), 0}, 0})});
+      write_next(*l);
+    }
+}
+
+void engine::say_goodbye() noexcept {
+  try {
+    // A rank that leaves an aborted group passes the abort on first, so that a peer
+    // reading this stream learns of it before the goodbye, whichever way it heard.
+    if (match_.aborted_by() >= 0) tell_abort();
+    for (auto& l : links_)
+      if (l && open(*l)) {
+        l->queue.push_back({no_slot, encode({frame_kind::goodbye, {}, 0})});
+        write_next(*l);
+      }
+    const deadline until = clock::now() + std::chrono::seconds{2};
+    auto flushed = [&] {
+      return std::all_of(links_.begin(), links_.end(), [&](const auto& l) { return !l || !open(*l) || l->queue.empty(); });
+    };
+    while (!flushed() && clock::now() < until) io_.run_one_until(until);
+    for (auto& l : links_)
+      if (l && (open(*l) || match_.link(l->peer) == link_state::broken)) {
+        error_code ignored;
+        l->socket->shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
+        l->socket->close(ignored);
+      }
+  } catch (...) {
+    // Leaving anyway; the peers will see an end of file.
+  }
+}
+
+}  // namespace collectives::tcp_detail
