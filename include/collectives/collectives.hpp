@@ -17,4 +17,5 @@
 #include "reduce_scatter.hpp"
 #include "run_ranks.hpp"
 #include "scatter.hpp"
+#include "transport/declarations.hpp"
 #include "transport/inproc.hpp"

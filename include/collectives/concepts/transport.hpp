@@ -100,9 +100,8 @@ constexpr transport_traits traits_of() {
   else return transport_traits{};
 }
 
-// Names what a model of transport lacks.
 template <class T>
-constexpr bool check_transport() {
+constexpr bool check_defined_transport() {
   static_assert(requires { typename T::request; }, "collectives: a transport must define a nested `request` type");
   static_assert(requires(const T& t) { { t.rank() } -> std::same_as<int>; }, "collectives: a transport must provide `int rank() const`");
   static_assert(requires(const T& t) { { t.size() } -> std::same_as<int>; }, "collectives: a transport must provide `int size() const`");
@@ -118,6 +117,22 @@ constexpr bool check_transport() {
                 "collectives: a transport must provide `void cancel(request&) noexcept`");
   static_assert(requires(T& t) { t.abort(); }, "collectives: a transport must provide `void abort()`");
   return transport<T>;
+}
+
+// Names what a model of transport lacks.
+template <class T>
+constexpr bool check_transport() {
+  // A transport of the library's that is only declared: its header is missing.
+  static_assert(requires { sizeof(T); },
+                "collectives: this transport is declared but not defined: include its header: "
+                "<collectives/transport/shm.hpp> for shm, <collectives/transport/tcp.hpp> for tcp, "
+                "<collectives/transport/automatic.hpp> for automatic_transport, "
+                "<collectives/transport/cuda_ipc.hpp> for cuda_ipc");
+  if constexpr (!requires { sizeof(T); }) {
+    return false;  // the rest would only repeat it
+  } else {
+    return check_defined_transport<T>();
+  }
 }
 
 }  // namespace collectives
