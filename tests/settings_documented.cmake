@@ -27,7 +27,7 @@ if(NOT in_table STREQUAL in_doc)
   message(FATAL_ERROR "docs/settings.md lists\n  ${in_doc}\nbut the table of settings.hpp has, in this order,\n  ${in_table}")
 endif()
 
-file(STRINGS ${SOURCE_DIR}/include/collectives/config.hpp macro_lines REGEX "#define COLLECTIVES_")
+file(STRINGS ${SOURCE_DIR}/include/collectives/config.hpp macro_lines REGEX "#define COLLECTIVES_|defined\\(COLLECTIVES_")
 set(macros "")
 foreach(line IN LISTS macro_lines)
   string(REGEX MATCH "COLLECTIVES_[A-Za-z0-9_]+" name "${line}")

@@ -1,26 +1,40 @@
 // Diagnostics on stderr, one whole line per write so ranks' lines never interleave.
-// Warnings (a refused connection, a lost peer) always print; COLLECTIVES_DEBUG=INFO
-// also prints what each communicator set up and which algorithm each call kind chose.
+// Warnings (a refused connection, a lost peer) always print. COLLECTIVES_DEBUG raises
+// the level: INFO also prints what each communicator set up and which algorithm each
+// call kind chose; DEBUG every call as it ends (bytes, time); TRACE every step of
+// every call (each message posted and completed, each reduction and copy).
 #pragma once
 
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "error.hpp"
 #include "settings.hpp"
 
 namespace collectives::log {
 
-enum class level { warn = 1, info = 2 };
+enum class level { warn = 1, info = 2, debug = 3, trace = 4 };
+
+// The level a COLLECTIVES_DEBUG word names, in either case; 0 and 1 are WARN and INFO.
+inline std::optional<level> level_named(std::string_view word) {
+  static constexpr std::pair<std::string_view, level> names[] = {
+      {"WARN", level::warn}, {"warn", level::warn}, {"0", level::warn},   {"INFO", level::info},
+      {"info", level::info}, {"1", level::info},    {"DEBUG", level::debug}, {"debug", level::debug},
+      {"TRACE", level::trace}, {"trace", level::trace}};
+  for (const auto& [name, l] : names)
+    if (word == name) return l;
+  return std::nullopt;
+}
 
 // A value COLLECTIVES_DEBUG does not accept is reported, not thrown: logging happens
 // where an exception would do harm (while failing, in destructors).
 inline level threshold() {
   static const level configured = [] {
     try {
-      const auto word = settings::choice("COLLECTIVES_DEBUG").value_or("WARN");
-      return word == "INFO" || word == "info" || word == "1" ? level::info : level::warn;
+      return level_named(settings::choice("COLLECTIVES_DEBUG").value_or("WARN")).value_or(level::warn);
     } catch (const error& e) {
       const std::string line = std::string("collectives WARN: ") + e.what() + "; logging warnings only\n";
       std::fwrite(line.data(), 1, line.size(), stderr);
@@ -34,7 +48,9 @@ inline bool enabled(level l) { return l <= threshold(); }
 
 inline void write(level l, std::string_view line) {
   if (!enabled(l)) return;
-  std::string text = l == level::warn ? "collectives WARN: " : "collectives INFO: ";
+  static constexpr std::string_view prefixes[] = {"", "collectives WARN: ", "collectives INFO: ", "collectives DEBUG: ",
+                                                  "collectives TRACE: "};
+  std::string text(prefixes[static_cast<int>(l)]);
   text.append(line);
   text.push_back('\n');
   std::fwrite(text.data(), 1, text.size(), stderr);
@@ -43,5 +59,7 @@ inline void write(level l, std::string_view line) {
 
 inline void warn(std::string_view line) { write(level::warn, line); }
 inline void info(std::string_view line) { write(level::info, line); }
+inline void debug(std::string_view line) { write(level::debug, line); }
+inline void trace(std::string_view line) { write(level::trace, line); }
 
 }  // namespace collectives::log

@@ -143,6 +143,44 @@ inline void append_string(std::string& out, std::string_view s) {
   out += '"';
 }
 
+// One event as a log line (COLLECTIVES_DEBUG=DEBUG shows calls, TRACE their steps too):
+// "all_reduce (call 7): post send to rank 1, 4096 bytes".
+inline std::string line_of(const event& e, std::string_view call_name) {
+  std::string line = "rank ";
+  line += std::to_string(e.rank);
+  line += ": ";
+  line += call_name;
+  line += " (call ";
+  line += std::to_string(e.call);
+  line += "): ";
+  if (e.kind == what::call) {
+    line += e.failed ? "failed after " : "finished in ";
+    append_us(line, e.duration_ns);
+    line += " us, ";
+    line += std::to_string(e.bytes);
+    line += " bytes sent, ";
+    line += std::to_string(e.received);
+    line += " received";
+    return line;
+  }
+  line += name_of(e.kind);
+  if (e.peer >= 0) {
+    line += e.kind == what::post_send || e.kind == what::complete_send ? " to rank " : " from rank ";
+    line += std::to_string(e.peer);
+  }
+  if (e.kind != what::wait) {
+    line += ", ";
+    line += std::to_string(e.bytes);
+    line += " bytes";
+  }
+  if (e.duration_ns > 0) {
+    line += ", ";
+    append_us(line, e.duration_ns);
+    line += " us";
+  }
+  return line;
+}
+
 // The events as a trace-event file. A call's steps share its row ("tid"); calls in
 // flight at the same time get rows of their own, since the format only draws slices
 // of one row that nest. Rows are given out here, when the whole picture is known:

@@ -21,6 +21,7 @@
 #include "../concepts/reduce_op.hpp"
 #include "../concepts/transport.hpp"
 #include "../error.hpp"
+#include "../log.hpp"
 #include "../memory_space.hpp"
 #include "../ops/host_reduce.hpp"
 #include "../trace.hpp"
@@ -334,7 +335,7 @@ class executor {
     return any;
   }
 
-  // ---- The trace: each point costs one branch on tracing_ while it is off -----------
+  // ---- The trace (and the DEBUG and TRACE log): one branch on tracing_ while off ----
 
   // Runs `step`, timed when tracing: a local step over `count` elements, or a wait.
   template <class Step>
@@ -353,7 +354,7 @@ class executor {
   }
 
   void trace_begin() noexcept {
-    trace_id_ = trace::recorder::instance().next_call_id();
+    trace_id_ = trace::enabled() ? trace::recorder::instance().next_call_id() : 0;
     trace_began_ = trace::now_ns();
     trace_sent_ = trace_received_ = 0;
     for (const operation& o : plan_.ops) {
@@ -377,7 +378,8 @@ class executor {
     e.size = transport_.size();
     e.failed = failed;
     std::strncpy(e.name, trace_context_->name, sizeof e.name - 1);
-    trace::recorder::instance().record(e);
+    if (trace::enabled()) trace::recorder::instance().record(e);
+    if (log::enabled(log::level::debug)) log::debug(trace::detail::line_of(e, trace_context_->name));
     trace_context_ = nullptr;
   }
 
@@ -391,7 +393,8 @@ class executor {
     e.rank = transport_.rank();
     e.peer = peer;
     e.kind = kind;
-    trace::recorder::instance().record(e);
+    if (trace::enabled()) trace::recorder::instance().record(e);
+    if (log::enabled(log::level::trace)) log::trace(trace::detail::line_of(e, trace_context_ ? trace_context_->name : "a call"));
   }
 
   // A fused receive reduces in the transport, piece by piece as its bytes arrive: when
@@ -430,7 +433,9 @@ class executor {
   T* scratch_ = nullptr;
   T* staging_ = nullptr;
   owned_memory owned_scratch_{}, owned_staging_{};
-  bool tracing_ = trace::enabled();  // read once per call: the setting does not change under a running call
+  // Read once per call: the settings do not change under a running call. The log's
+  // DEBUG and TRACE lines come from the same points as the timeline's events.
+  bool tracing_ = trace::enabled() || log::enabled(log::level::debug);
   traced_op traced_op_{&op_, this};
   const call_context* trace_context_ = nullptr;  // the call's name and number, from its last advance
   std::uint64_t trace_id_ = 0;

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <limits>
 #include <memory>
+#include <numeric>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -125,6 +126,17 @@ const char* running_algorithm(Kind k, const plan_request& r) {
     return Algorithm::name;
 }
 
+// The size of a call for the log: the buffer, or for a v-form every rank's part
+// together (all_to_allv: what this rank sends and receives).
+inline std::string bytes_of_call(const plan_request& r) {
+  const auto total = [&](std::span<const std::size_t> counts) {
+    return std::to_string(std::accumulate(counts.begin(), counts.end(), std::size_t{0}) * r.element_size);
+  };
+  if (!r.recv_counts.empty()) return total(r.counts) + " bytes sent and " + total(r.recv_counts) + " received";
+  if (!r.counts.empty()) return total(r.counts) + " bytes in all";
+  return std::to_string(r.count * r.element_size) + " bytes";
+}
+
 // With COLLECTIVES_DEBUG=INFO: which algorithm each kind of call runs, whenever that
 // changes (automatic picks by size).
 template <class Algorithm, class Kind, class Communicator>
@@ -133,8 +145,8 @@ void log_algorithm(Communicator& comm, const char* call, Kind k, const plan_requ
   const char* chosen = running_algorithm<Algorithm>(k, r);
   constexpr bool composed = requires { Algorithm::chosen_name(k, r); };  // automatic: "ring (automatic)"
   if (comm.note_algorithm(call, chosen))
-    log::info("rank " + std::to_string(r.rank) + ": " + call + " of " + std::to_string(r.count * r.element_size) +
-              " bytes runs " + chosen + (composed ? " (" + std::string(Algorithm::name) + ")" : ""));
+    log::info("rank " + std::to_string(r.rank) + ": " + call + " of " + bytes_of_call(r) + " runs " + chosen +
+              (composed ? " (" + std::string(Algorithm::name) + ")" : ""));
 }
 
 // Runs a plan of this rank to its end, advancing the calls in flight meanwhile; or,
