@@ -45,7 +45,7 @@ namespace collectives::bootstrap {
 namespace detail {
 
 enum class c10d_query : std::uint8_t { set = 0, get = 2, add = 3, check = 4, wait = 5, key_count = 6 };
-inline constexpr std::uint8_t c10d_ready = 0, c10d_stop_waiting = 0;
+inline constexpr std::uint8_t c10d_ready = 0, c10d_not_ready = 1, c10d_stop_waiting = 0;
 // torch's client puts this in front of every key it sends; so does this one, so that
 // each sees the other's keys under the same names.
 inline constexpr char c10d_key_root[] = "/";
@@ -108,8 +108,9 @@ class c10d_store final : public key_value_store {
     check_store_sizes(prefix_ + key, value.size());
     std::lock_guard lock(mutex_);
     connected("a set of", key);
-    const auto sent = send(detail::c10d_request(query::set).text(prefix_ + key).text(value), clock::now() + operation_limit_);
-    if (!sent.empty()) throw failed("a set of", key, sent);
+    const auto why = send(detail::c10d_request(query::set).text(prefix_ + key).text(value),
+                          clock::now() + operation_limit_);
+    if (!why.empty()) throw failed("a set of", key, why);
   }
 
   std::string get(const std::string& key, deadline until) override {
@@ -168,6 +169,10 @@ class c10d_store final : public key_value_store {
     std::uint8_t answer = 0;
     auto why = send(with_keys(query::check, keys), give_up);
     if (why.empty()) why = receive(&answer, 1, give_up);
+    if (why.empty() && answer > detail::c10d_not_ready) {
+      close();
+      why = "an unknown answer " + std::to_string(answer);
+    }
     if (!why.empty()) throw failed("a check of", keys.front(), why);
     return answer == detail::c10d_ready;
   }

@@ -145,8 +145,8 @@ inline void read_torchrun(launch_info& info) {
   if (variable("TORCHELASTIC_USE_AGENT_STORE") != "True") return;
   const auto restarts = variable("TORCHELASTIC_RESTART_COUNT");
   if (!restarts)
-    throw error(errc::invalid_config,
-                "TORCHELASTIC_USE_AGENT_STORE=True is set but TORCHELASTIC_RESTART_COUNT is not (both come from torchrun)");
+    throw error(errc::invalid_config, "TORCHELASTIC_USE_AGENT_STORE=True is set but TORCHELASTIC_RESTART_COUNT is "
+                                      "not (both come from torchrun)");
   const int restart = index_of("TORCHELASTIC_RESTART_COUNT", *restarts, "torchrun's count of restarts");
   info.launcher_store_prefix = "collectives/torchrun/" + *run_id + "/" + std::to_string(restart) + "/";
 }
