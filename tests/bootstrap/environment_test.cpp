@@ -58,7 +58,10 @@ class clean_environment {
                                           "SLURM_NODEID",
                                           "MASTER_ADDR",
                                           "MASTER_PORT",
-                                          "COLLECTIVES_STORE_DIR"};
+                                          "COLLECTIVES_STORE_DIR",
+                                          "TORCHELASTIC_RUN_ID",
+                                          "TORCHELASTIC_USE_AGENT_STORE",
+                                          "TORCHELASTIC_RESTART_COUNT"};
   std::map<std::string, std::string> saved_;
 };
 
@@ -88,6 +91,31 @@ TEST_CASE("torchrun-style variables") {
   CHECK(info.local_size == 4);
   CHECK(info.master_addr == "127.0.0.1");
   CHECK(info.master_port == 29500);
+}
+
+TEST_CASE("torchrun itself, and its agent store with a key prefix per run and restart") {
+  clean_environment env;
+  env.torchrun("1", "4");
+  env.set({{"TORCHELASTIC_RUN_ID", "job-7"}, {"TORCHELASTIC_RESTART_COUNT", "2"}});
+  auto info = detect_launch();
+  CHECK(info.origin == "torchrun");
+  CHECK(info.launcher_store_prefix.empty());  // another rendezvous: rank 0 serves the store, as before
+  env.set("TORCHELASTIC_USE_AGENT_STORE", "False");
+  CHECK(detect_launch().launcher_store_prefix.empty());
+  env.set("TORCHELASTIC_USE_AGENT_STORE", "True");
+  info = detect_launch();
+  CHECK(info.launcher_store_prefix == "collectives/torchrun/job-7/2/");
+  CHECK(info.master_port == 29500);
+  env.set("TORCHELASTIC_RESTART_COUNT", "3");
+  CHECK(detect_launch().launcher_store_prefix == "collectives/torchrun/job-7/3/");
+  env.set("TORCHELASTIC_RESTART_COUNT", "x");
+  CHECK(config_error().starts_with("TORCHELASTIC_RESTART_COUNT=x is not a whole number"));
+  ::unsetenv("TORCHELASTIC_RESTART_COUNT");
+  CHECK(config_error().starts_with("TORCHELASTIC_USE_AGENT_STORE=True is set but TORCHELASTIC_RESTART_COUNT is not"));
+  ::unsetenv("TORCHELASTIC_RUN_ID");  // without torchrun's mark, its other variables are not read
+  info = detect_launch();
+  CHECK(info.origin == "torchrun-style environment");
+  CHECK(info.launcher_store_prefix.empty());
 }
 
 TEST_CASE("without local variables a process is taken to be alone on its host") {

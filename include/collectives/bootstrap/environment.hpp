@@ -24,7 +24,11 @@ struct launch_info {
   int local_rank = 0, local_size = 1;  // this process among the job's processes on its host
   std::string master_addr;             // where rank 0 serves the TCP store (may be empty with a file store)
   std::uint16_t master_port = 0;
-  std::string origin;  // "torchrun-style environment", "Open MPI", "Slurm" or "arguments"
+  std::string origin;  // "torchrun", "torchrun-style environment", "Open MPI", "Slurm" or "arguments"
+  // Under torchrun's agent store (TORCHELASTIC_USE_AGENT_STORE=True) MASTER_ADDR:MASTER_PORT
+  // is torchrun's own store, and the job's keys go under this prefix, one per run and
+  // restart; empty otherwise.
+  std::string launcher_store_prefix;
 };
 
 namespace detail {
@@ -132,6 +136,21 @@ inline void read_ranks(const launcher_variables& v, launch_info& info) {
   }
 }
 
+// torchrun marks its workers with TORCHELASTIC_RUN_ID. With its default (static)
+// rendezvous its agent already serves a TCPStore on MASTER_PORT, and says so.
+inline void read_torchrun(launch_info& info) {
+  const auto run_id = variable("TORCHELASTIC_RUN_ID");
+  if (!run_id) return;
+  info.origin = "torchrun";
+  if (variable("TORCHELASTIC_USE_AGENT_STORE") != "True") return;
+  const auto restarts = variable("TORCHELASTIC_RESTART_COUNT");
+  if (!restarts)
+    throw error(errc::invalid_config, "TORCHELASTIC_USE_AGENT_STORE=True is set but TORCHELASTIC_RESTART_COUNT is "
+                                      "not (both come from torchrun)");
+  const int restart = index_of("TORCHELASTIC_RESTART_COUNT", *restarts, "torchrun's count of restarts");
+  info.launcher_store_prefix = "collectives/torchrun/" + *run_id + "/" + std::to_string(restart) + "/";
+}
+
 }  // namespace detail
 
 // Reads this process's place in its job from the environment, trying in turn the
@@ -151,6 +170,7 @@ inline launch_info detect_launch() {
   for (const auto& launcher : launchers) {
     if (!variable(launcher.rank) && !variable(launcher.size)) continue;
     detail::read_ranks(launcher, info);
+    if (&launcher == &launchers[0]) detail::read_torchrun(info);
     break;
   }
   if (info.origin.empty())

@@ -1,7 +1,7 @@
 // The first meeting of a job's ranks: opens the store they all share, as the launch
 // describes it. With COLLECTIVES_STORE_DIR set that is a file store in that directory;
-// otherwise rank 0 serves a TCP store on MASTER_PORT and every rank, rank 0 included,
-// connects to it at MASTER_ADDR.
+// under torchrun's agent store, that store (c10d_store.hpp); otherwise rank 0 serves a
+// TCP store on MASTER_PORT and every rank, rank 0 included, connects to it at MASTER_ADDR.
 #pragma once
 
 #include <chrono>
@@ -17,6 +17,7 @@
 #include "../error.hpp"
 #include "../settings.hpp"
 #include "auth.hpp"
+#include "c10d_store.hpp"
 #include "environment.hpp"
 #include "file_store.hpp"
 #include "store.hpp"
@@ -66,6 +67,13 @@ inline store_session open_store(const launch_info& launch, const auth::job_token
     // digest names it without writing the secret itself into the file system.
     const auto job = detail::sha256_hex(token.secret()).substr(0, 16);
     session.store = std::make_unique<file_store>(std::filesystem::path(*dir) / job);
+    return session;
+  }
+  if (!launch.launcher_store_prefix.empty()) {
+    // torchrun's agent serves MASTER_PORT already. Its store admits anyone: the job
+    // token still guards every connection between ranks (docs/launcher.md).
+    session.store = std::make_unique<c10d_store>(launch.master_addr, launch.master_port,
+                                                 launch.launcher_store_prefix, until);
     return session;
   }
   if (launch.master_addr.empty() || launch.master_port == 0)
