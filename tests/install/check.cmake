@@ -27,6 +27,8 @@ if(MODE STREQUAL "deb")
     message(STATUS "deb_package_works skipped: no dpkg-deb here (not a Debian system)")
     return()
   endif()
+  # As a user runs it; cpack first builds the whole build folder (its preinstall step),
+  # which after the build that precedes the tests has nothing left to do.
   run(${CPACK} -G DEB --config ${BUILD_DIR}/CPackConfig.cmake -B ${WORK_DIR}/deb)
   file(GLOB debs ${WORK_DIR}/deb/*.deb)
   list(LENGTH debs count)
@@ -93,8 +95,9 @@ else()
   message(STATUS "no groff here: the man page is checked as text only")
 endif()
 
-# find_package: a host-only program needs no CUDA (CUDAToolkit hidden here), and the
-# TCP consumer runs under the installed launcher.
+# find_package: a host-only program needs no CUDA (CUDAToolkit hidden here; CMake
+# warns that the setting went unused, as nothing looked for CUDA), and the TCP consumer
+# runs under the installed launcher.
 set(consumer_options -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_BUILD_TYPE=Release
     -DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON)
 set(with_tcp OFF)
