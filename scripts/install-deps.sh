@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages the build and the tests need, if any is missing.
 set -euo pipefail
-packages=(g++ clang cmake make doctest-dev libboost-dev libssl-dev iproute2 libbenchmark-dev)
+packages=(g++ clang cmake make doctest-dev libboost-dev libssl-dev iproute2 libbenchmark-dev pkgconf groff-base)
 # PyTorch, for the tests under torchrun and against its TCPStore: about 130 MB to
 # download and 40 s to install without its recommends (media and GPU libraries).
 packages_without_recommends=(python3-torch)
