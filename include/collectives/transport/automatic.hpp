@@ -78,7 +78,8 @@ class automatic_transport {
 
   // The job as the launcher described it, and COLLECTIVES_JOB_TOKEN.
   static automatic_transport from_env(automatic_options options = automatic_options::from_env()) {
-    return join(bootstrap::detect_launch(), auth::job_token::from_env(), std::move(options));
+    const auto launch = bootstrap::detect_launch();  // first: an error in the launch comes alone
+    return join(launch, auth::job_token::from_env(bootstrap::warns_of_default_token(launch)), std::move(options));
   }
 
   // "shm" or "tcp".

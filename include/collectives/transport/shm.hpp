@@ -97,7 +97,8 @@ class shm : public transport_detail::wire_transport<shm_detail::engine> {
 
   // RANK/WORLD_SIZE/LOCAL_* (or mpirun's and srun's variables) and COLLECTIVES_JOB_TOKEN.
   static shm from_env(shm_options options = shm_options::from_env()) {
-    return join(bootstrap::detect_launch(), auth::job_token::from_env(), options);
+    const auto launch = bootstrap::detect_launch();  // first: an error in the launch comes alone
+    return join(launch, auth::job_token::from_env(bootstrap::warns_of_default_token(launch)), options);
   }
 
   // The segment the launch's `generation`-th communicator uses, the same on every rank
@@ -107,6 +108,7 @@ class shm : public transport_detail::wire_transport<shm_detail::engine> {
                            std::to_string(launch.size);
     for (const char* v : {"PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "SLURM_JOB_ID", "SLURM_STEP_ID"})
       if (const char* value = std::getenv(v)) identity.append("|").append(value);
+    identity.append("|").append(launch.job_on_this_host);
     const std::string base = shm_detail::segment_prefix(token.secret()) + shm_detail::hex(shm_detail::fingerprint(identity), 8);
     static std::mutex mutex;
     static std::map<std::string, int> made;

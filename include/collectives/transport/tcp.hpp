@@ -83,14 +83,16 @@ class tcp : public transport_detail::wire_transport<tcp_detail::engine> {
     if (options.route_to.empty()) options.route_to = launch.master_addr;
     if (launch.size == 1) return tcp(launch.rank, 1, nullptr, token, std::move(options));  // nobody to meet
     auto session = bootstrap::open_store(launch, token, clock::now() + options.startup_timeout);
-    return tcp(launch.rank, launch.size, session.store.get(), token, std::move(options));
+    return tcp(launch.rank, launch.size, session.store.get(), session.agreed_token ? *session.agreed_token : token,
+               std::move(options));
     // The store closes here: once every rank has met every other, none needs it.
   }
 
   // The job as the launcher described it (RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT,
   // or mpirun's and srun's variables) and COLLECTIVES_JOB_TOKEN.
   static tcp from_env(tcp_options options = tcp_options::from_env()) {
-    return join(bootstrap::detect_launch(), auth::job_token::from_env(), std::move(options));
+    const auto launch = bootstrap::detect_launch();  // first: an error in the launch comes alone
+    return join(launch, auth::job_token::from_env(bootstrap::warns_of_default_token(launch)), std::move(options));
   }
 
   tcp(tcp&&) noexcept = default;
