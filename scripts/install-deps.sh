@@ -2,13 +2,21 @@
 # Installs the Debian 12 packages the build and the tests need, if any is missing.
 set -euo pipefail
 packages=(g++ clang cmake make doctest-dev libboost-dev libssl-dev iproute2 libbenchmark-dev)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-[ ${#missing[@]} -eq 0 ] && exit 0
+# The launchers that tests/launcher/other_launchers_test.sh runs programs under: Hydra's
+# mpiexec (mpich), Open MPI's mpirun and a one-node Slurm cluster. Without what they
+# recommend, so that no MPI development files come along (the build would find them);
+# and mpich leaves mpirun and mpicc to Open MPI (its alternatives rank lower), while the
+# tests name mpiexec.hydra and mpirun.openmpi explicitly either way.
+launchers=(mpich openmpi-bin munge slurmctld slurmd slurm-client)
+missing=() missing_launchers=()
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+for p in "${packages[@]}"; do installed "$p" || missing+=("$p"); done
+for p in "${launchers[@]}"; do installed "$p" || missing_launchers+=("$p"); done
+[ ${#missing[@]} -eq 0 ] && [ ${#missing_launchers[@]} -eq 0 ] && exit 0
 sudo=""
 [ "$(id -u)" -ne 0 ] && sudo="sudo"
-echo "installing: ${missing[*]}"
+echo "installing: ${missing[*]} ${missing_launchers[*]}"
 $sudo apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
+[ ${#missing[@]} -eq 0 ] || DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
+[ ${#missing_launchers[@]} -eq 0 ] ||
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing_launchers[@]}"
