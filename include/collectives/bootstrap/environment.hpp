@@ -200,8 +200,11 @@ inline void derive_rendezvous(launch_info& info, const std::optional<std::string
   std::string why = info.origin == "torchrun-style environment" ? " needs MASTER_ADDR and MASTER_PORT"
                     : one_host ? " names no job that its ranks could meet under on this host, so it needs MASTER_ADDR and MASTER_PORT"
                                : std::string(" puts the job's ranks on more than one host (") + std::to_string(info.local_size) +
-                                     " of " + std::to_string(info.size) + " here) and says nowhere where rank 0 runs, "
-                                     "so it needs MASTER_ADDR and MASTER_PORT";
+                                     " of " + std::to_string(info.size) + " here) and " +
+                                     (info.origin == "Slurm" ? "gives no node list (SLURM_STEP_NODELIST) or no job id "
+                                                               "(SLURM_JOB_ID) to find rank 0's store by"
+                                                             : "says nowhere where rank 0 runs") +
+                                     ", so it needs MASTER_ADDR and MASTER_PORT";
   throw error(errc::invalid_config, std::string(missing) + " is not set: a job started by " + info.origin + why +
                                         ", the host and port where rank 0 serves the job's TCP store (or "
                                         "COLLECTIVES_STORE_DIR, a directory all ranks share)");
