@@ -34,7 +34,9 @@ TEST_CASE("what is not a host list is named with the variable and the reason") {
       {"node[]", "has a bracket that is not a range of numbers"},
       {"node[1-]", "has a bracket that is not a range of numbers"},
   };
-  for (const auto& [list, why] : cases) {
+  for (const auto& one : cases) {
+    const char* list = one.first;  // (not a structured binding: clang 14 lets no macro's lambda capture one)
+    const char* why = one.second;
     CAPTURE(list);
     try {
       expand_hostlist("SLURM_JOB_NODELIST", list);

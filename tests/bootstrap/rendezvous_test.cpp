@@ -206,7 +206,9 @@ TEST_CASE("a rank other than 0 that finds another program on MASTER_PORT says so
       {"", false},                                                                                  // hangs up
       {"", true},                                                                                   // silent
   };
-  for (const auto& [reply, silent] : strangers) {
+  for (const auto& one : strangers) {
+    const std::string& reply = one.first;  // (not a structured binding: clang 14 lets no macro's lambda capture one)
+    const bool silent = one.second;
     CAPTURE(reply);
     CAPTURE(silent);
     stranger other(reply, silent);
