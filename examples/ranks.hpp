@@ -43,15 +43,17 @@ inline void expect(bool ok, int rank, const std::string& what) {
 
 // Whether a launcher started this process as one rank of a job: collectives-run and
 // torchrun-style launchers set RANK and WORLD_SIZE, mpirun (Open MPI)
-// OMPI_COMM_WORLD_RANK and _SIZE, srun SLURM_PROCID and SLURM_NTASKS. One variable
-// of a pair is enough to count: the library then names the one that is missing,
-// rather than the example quietly running as threads.
+// OMPI_COMM_WORLD_RANK and _SIZE, mpiexec (Hydra: MPICH, Intel MPI) PMI_RANK and
+// PMI_SIZE, srun SLURM_PROCID and SLURM_NTASKS. One variable of a pair is enough to
+// count: the library then names the one that is missing, rather than the example
+// quietly running as threads. When none is set but a launcher's other variables are,
+// the example says so loudly before it runs its ranks as threads.
 inline bool launched() {
-  for (const char* name :
-       {"RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS"}) {
-    const char* value = std::getenv(name);
-    if (value != nullptr && *value != '\0') return true;  // an empty value counts as unset, as in the library
-  }
+  if (collectives::bootstrap::rank_variables_set()) return true;
+  if (const auto sign = collectives::bootstrap::launcher_without_ranks())
+    collectives::log::warn(*sign + " says a launcher started this process, but it gave no rank (RANK, "
+                           "OMPI_COMM_WORLD_RANK, PMI_RANK and SLURM_PROCID are unset): running the ranks as threads "
+                           "of this one process");
   return false;
 }
 

@@ -1,6 +1,6 @@
 # Runs PROGRAM (it makes all_to_allv calls) as 3 processes under collectives-run at each
-# COLLECTIVES_DEBUG level and checks what each prints: INFO names the algorithm of a
-# v-form call with its real size, DEBUG adds a line per finished call, TRACE a line per
+# COLLECTIVES_DEBUG level and checks what each prints: INFO starts with the version and
+# the launcher, and names the algorithm of a v-form call with its real size, DEBUG adds a line per finished call, TRACE a line per
 # step; a word the library does not know is a warning, and the program still runs.
 #   cmake -DLAUNCHER=<collectives-run> -DPROGRAM=<program> -P log_levels.cmake
 cmake_minimum_required(VERSION 3.25)
@@ -30,6 +30,11 @@ run_at(WARN)
 expect(WARN "collectives (INFO|DEBUG|TRACE):" NO)
 run_at(INFO)
 expect(INFO "${v_form_info}" YES)
+# Rank 0's first INFO line names the library's version and whose variables were read.
+string(REGEX MATCH "\\[0\\] collectives INFO: [^\n]*" first "${log}")
+if(NOT first MATCHES "collectives INFO: collectives [0-9]+\\.[0-9]+\\.[0-9]+: rank 0 of 3 \\(0 of 3 on this host\\), from the variables of torchrun-style environment$")
+  message(FATAL_ERROR "COLLECTIVES_DEBUG=INFO: rank 0's first line is not the version and launcher:\n${first}\n${log}")
+endif()
 expect(INFO "collectives (DEBUG|TRACE):" NO)
 run_at(DEBUG)
 expect(DEBUG "${v_form_info}" YES)

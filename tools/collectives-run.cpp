@@ -35,6 +35,7 @@
 #include <utility>
 #include <vector>
 
+#include <collectives/config.hpp>
 #include <collectives/settings.hpp>
 #include <collectives/transport/selection.hpp>
 
@@ -60,7 +61,7 @@ constexpr std::string_view usage_text = R"(usage: collectives-run [options] [--]
 Starts N ranks of program on this host, prefixes their output lines with
 "[RANK] ", and stops the whole job when one rank fails.
 
-  -n, --nproc N        ranks on this host (default 1)
+  -n, --nproc N        ranks on this host (default 1); also -nN, -np N, --np N
   --nnodes M           hosts in the job, each running its own launcher (default 1)
   --node-rank K        this host's place among them, 0 <= K < M (default 0)
   --master-addr A      rendezvous address (default $MASTER_ADDR, else 127.0.0.1
@@ -77,6 +78,7 @@ Starts N ranks of program on this host, prefixes their output lines with
                        places them (default)
   --no-prefix          print output lines as they are
   -h, --help           show this text
+  --version            show the version of collectives
 
 Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK,
 MASTER_ADDR, MASTER_PORT and COLLECTIVES_JOB_TOKEN; its stdin is /dev/null.
@@ -96,6 +98,11 @@ void say(const std::string& message) { write_all(STDERR_FILENO, "collectives-run
 
 [[noreturn]] void print_usage() {
   write_all(STDOUT_FILENO, usage_text);
+  std::exit(0);
+}
+
+[[noreturn]] void print_version() {
+  write_all(STDOUT_FILENO, "collectives-run (collectives) " COLLECTIVES_VERSION_STRING "\n");
   std::exit(0);
 }
 
@@ -178,18 +185,26 @@ options parse_options(int argc, char** argv) {
   options opts;
   int next = 1;
   while (next < argc && argv[next][0] == '-' && argv[next][1] != '\0') {  // "-" alone is a program
-    const std::string_view arg = argv[next++];
+    std::string_view arg = argv[next++];
     if (arg == "--") break;
+    // mpirun's and mpiexec's spellings of the rank count: -np N, --np N, and -nN, -npN.
+    if (arg == "-np" || arg == "--np") arg = "-n";
+    std::string_view attached_count;
+    if (arg.starts_with("-n") && !arg.starts_with("--") && arg.size() > 2) {
+      attached_count = arg.substr(arg.starts_with("-np") ? 3 : 2);
+      arg = "-n";
+    }
     // "--name=value" carries its value; otherwise it is the next argument.
     const auto equals = arg.starts_with("--") ? arg.find('=') : std::string_view::npos;
     const std::string name(arg.substr(0, equals));
-    const bool attached = equals != std::string_view::npos;
+    const bool attached = equals != std::string_view::npos || !attached_count.empty();
     const auto value = [&]() -> std::string_view {
+      if (!attached_count.empty()) return attached_count;
       if (attached) return arg.substr(equals + 1);
       if (next >= argc) usage_error(name + " needs a value");
       return argv[next++];
     };
-    if (name == "-n" || name == "--nproc") opts.nproc = parse_number(name, value(), 1, no_limit, "a count >= 1");
+    if (name == "-n" || name == "--nproc" || name == "--np") opts.nproc = parse_number(name, value(), 1, no_limit, "a count >= 1");
     else if (name == "--nnodes") opts.nnodes = parse_number(name, value(), 1, no_limit, "a count >= 1");
     else if (name == "--node-rank") opts.node_rank = parse_number(name, value(), 0, no_limit, "a number >= 0");
     else if (name == "--master-addr") opts.master_addr = value();
@@ -201,6 +216,7 @@ options parse_options(int argc, char** argv) {
     else if (name == "--bind-to") opts.bind_to_core = parse_binding(name, value());
     else if (name == "--no-prefix" && !attached) opts.prefix = false;
     else if ((name == "-h" || name == "--help") && !attached) print_usage();
+    else if (name == "--version" && !attached) print_version();
     else usage_error("unknown option " + std::string(arg));
   }
   opts.command.assign(argv + next, argv + argc);
@@ -386,6 +402,7 @@ class supervisor {
     const int first_rank = job_.opts.node_rank * job_.opts.nproc;
     if (!job_.trace.empty()) collectives_run::remove_trace_parts(job_.trace, first_rank, job_.opts.nproc);
     start_ranks();
+    if (!start_failures_.empty()) return give_up_start();
     while (any_running()) {
       wait_for_events();
       handle_launcher_signals();
@@ -417,19 +434,28 @@ class supervisor {
 
   void start_rank(rank_process& rank) {
     const auto what_failed = "cannot start rank " + std::to_string(rank.rank) + ": ";
-    std::array<int, 2> out{}, err{};
-    if (pipe2(out.data(), O_CLOEXEC) != 0 || pipe2(err.data(), O_CLOEXEC) != 0)
+    std::array<int, 2> out{}, err{}, started{};
+    if (pipe2(out.data(), O_CLOEXEC) != 0 || pipe2(err.data(), O_CLOEXEC) != 0 || pipe2(started.data(), O_CLOEXEC) != 0)
       fail(errno_text(what_failed + "pipe"));
     // Blocked until the child has restored the default handlers.
     const sigset_t handled = handled_signal_set();
     sigset_t old_mask;
     sigprocmask(SIG_BLOCK, &handled, &old_mask);
     const pid_t pid = fork();
-    if (pid == 0) become_rank(rank, out[1], err[1], old_mask);
+    if (pid == 0) become_rank(rank, out[1], err[1], started[1], old_mask);
     if (pid < 0) fail(errno_text(what_failed + "fork"));
     sigprocmask(SIG_SETMASK, &old_mask, nullptr);
     setpgid(pid, pid);  // the child does it too: whoever comes first, kill(-pid) finds the group
-    for (const int fd : {out[1], err[1]}) close(fd);
+    for (const int fd : {out[1], err[1], started[1]}) close(fd);
+    // The child closes its end by exec (O_CLOEXEC) or writes why it could not start.
+    std::string why;
+    std::array<char, 512> buffer{};
+    for (ssize_t got; (got = read(started[0], buffer.data(), buffer.size())) != 0;) {
+      if (got > 0) why.append(buffer.data(), static_cast<std::size_t>(got));
+      else if (errno != EINTR) break;
+    }
+    close(started[0]);
+    if (!why.empty()) start_failures_[why].push_back(rank.rank);
     for (const int fd : {out[0], err[0]}) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     rank.pid = pid;
     rank.running = true;
@@ -440,7 +466,8 @@ class supervisor {
   // The child's side of fork(): move into a process group of its own (so that a
   // terminal's Ctrl-C reaches only the launcher, which passes it on), and become
   // the program.
-  [[noreturn]] void become_rank(const rank_process& rank, int out_fd, int err_fd, const sigset_t& mask) const {
+  [[noreturn]] void become_rank(const rank_process& rank, int out_fd, int err_fd, int started_fd,
+                                const sigset_t& mask) const {
     restore_default_signals();
     sigprocmask(SIG_SETMASK, &mask, nullptr);
     setpgid(0, 0);
@@ -450,20 +477,54 @@ class supervisor {
     dup2(out_fd, STDOUT_FILENO);
     dup2(err_fd, STDERR_FILENO);
     for (const auto& [name, value] : rank_environment(rank)) setenv(name.c_str(), value.c_str(), 1);
-    if (job_.opts.bind_to_core) bind_to_core(usable_cores().at(std::size_t(rank.local_rank)));
+    if (job_.opts.bind_to_core) bind_to_core(usable_cores().at(std::size_t(rank.local_rank)), started_fd);
     execvp(argv_[0], argv_.data());
-    write_all(STDERR_FILENO, "collectives-run: " + errno_text("cannot run " + job_.opts.command[0]) + "\n");
+    write_all(started_fd, errno_text("cannot run " + job_.opts.command[0]));
     _exit(exit_cannot_run);
   }
 
-  static void bind_to_core(int core) {
+  static void bind_to_core(int core, int started_fd) {
     cpu_set_t set;
     CPU_ZERO(&set);
     CPU_SET(core, &set);
     if (sched_setaffinity(0, sizeof set, &set) != 0) {
-      write_all(STDERR_FILENO, "collectives-run: " + errno_text("cannot bind a rank to core " + std::to_string(core)) + "\n");
+      write_all(started_fd, errno_text("cannot bind a rank to core " + std::to_string(core)));
       _exit(exit_cannot_run);
     }
+  }
+
+  // Some rank could not start (every rank, when the program is not there): each reason
+  // is said once, with the ranks it stopped, and the ranks that did start are killed.
+  int give_up_start() {
+    for (const auto& [why, ranks] : start_failures_) say(why + " (" + rank_list(ranks) + ")");
+    for (auto& rank : ranks_) {
+      if (!rank.running) continue;
+      kill(-rank.pid, SIGKILL);
+      waitpid(rank.pid, &rank.wait_status, 0);
+      rank.running = false;
+    }
+    for (auto& rank : ranks_) {
+      for (output_stream* stream : {&rank.out, &rank.err}) {
+        stream->drain();
+        stream->finish();
+      }
+    }
+    return exit_cannot_run;
+  }
+
+  // "rank 3", "ranks 0-3", "ranks 0, 2-4 and 7".
+  static std::string rank_list(const std::vector<int>& ranks) {
+    std::vector<std::string> runs;
+    for (std::size_t i = 0; i < ranks.size();) {
+      std::size_t j = i;
+      while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+      runs.push_back(std::to_string(ranks[i]) + (j > i ? "-" + std::to_string(ranks[j]) : ""));
+      i = j + 1;
+    }
+    std::string text = ranks.size() == 1 ? "rank " : "ranks ";
+    for (std::size_t i = 0; i < runs.size(); ++i)
+      text.append(i == 0 ? "" : i + 1 == runs.size() ? " and " : ", ").append(runs[i]);
+    return text;
   }
 
   std::vector<std::pair<std::string, std::string>> rank_environment(const rank_process& rank) const {
@@ -605,6 +666,7 @@ class supervisor {
   std::set<int> sent_signals_;
   stop_reason stop_reason_ = stop_reason::none;
   const rank_process* first_failure_ = nullptr;
+  std::map<std::string, std::vector<int>> start_failures_;  // why a rank could not start -> those ranks
   int received_signal_ = 0;
 };
 

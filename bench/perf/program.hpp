@@ -6,20 +6,30 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+
+#include <collectives/bootstrap/environment.hpp>
+#include <collectives/log.hpp>
 
 #include "harness.hpp"
 #include "library_calls.hpp"
 
 namespace perf {
 
-// The variables by which a launcher says a process is one rank of a job (those
-// bootstrap::detect_launch reads); none set means a job of one.
+// Whether a launcher gave this process a rank (the variables bootstrap::detect_launch
+// reads); none set means a job of one, said loudly when a launcher's other variables
+// are there (a launcher whose ranks the library does not see, or a job's shell).
 inline bool started_by_launcher() {
-  for (const char* v : {"RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS"})
-    if (const char* value = std::getenv(v); value != nullptr && *value != '\0') return true;
+  if (collectives::bootstrap::rank_variables_set()) return true;
+  static std::once_flag said;
+  std::call_once(said, [] {
+    if (const auto sign = collectives::bootstrap::launcher_without_ranks())
+      collectives::log::warn(*sign + " says a launcher started this process, but it gave no rank (RANK, "
+                             "OMPI_COMM_WORLD_RANK, PMI_RANK and SLURM_PROCID are unset): running as a job of one");
+  });
   return false;
 }
 

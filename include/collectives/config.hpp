@@ -1,6 +1,13 @@
-// The library's only macros: host/device annotations, feature detection, and the
-// switch between header-only use and separate compilation.
+// The library's only macros: its version, host/device annotations, feature
+// detection, and the switch between header-only use and separate compilation.
 #pragma once
+
+// The version of collectives, as in CMakeLists.txt's project() (configuring checks that
+// they agree).
+#define COLLECTIVES_VERSION_MAJOR 0
+#define COLLECTIVES_VERSION_MINOR 1
+#define COLLECTIVES_VERSION_PATCH 0
+#define COLLECTIVES_VERSION_STRING "0.1.0"
 
 // Functions a reduce op or a reduction loop must offer to both the host and a CUDA
 // device are marked with this; it expands to nothing outside nvcc.

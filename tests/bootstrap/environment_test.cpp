@@ -59,9 +59,33 @@ class clean_environment {
                                           "MASTER_ADDR",
                                           "MASTER_PORT",
                                           "COLLECTIVES_STORE_DIR",
+                                          // read to derive the rendezvous, or as signs of a launcher
+                                          "PMI_RANK",
+                                          "PMI_SIZE",
+                                          "MPI_LOCALRANKID",
+                                          "MPI_LOCALNRANKS",
+                                          "PMI_FD",
+                                          "PMI_PORT",
+                                          "PMI_ID",
+                                          "PMIX_RANK",
+                                          "PMIX_NAMESPACE",
+                                          "PMIX_SERVER_URI41",
+                                          "PMIX_SERVER_URI4",
+                                          "PMIX_SERVER_URI3",
+                                          "PMIX_SERVER_URI21",
+                                          "PMIX_SERVER_URI2",
+                                          "OMPI_MCA_orte_hnp_uri",
+                                          "OMPI_MCA_ess_base_jobid",
+                                          "OMPI_UNIVERSE_SIZE",
+                                          "SLURM_JOB_ID",
+                                          "SLURM_STEP_ID",
+                                          "SLURM_STEP_NODELIST",
+                                          "SLURM_JOB_NODELIST",
+                                          "SLURM_NODELIST",
                                           "TORCHELASTIC_RUN_ID",
                                           "TORCHELASTIC_USE_AGENT_STORE",
-                                          "TORCHELASTIC_RESTART_COUNT"};
+                                          "TORCHELASTIC_RESTART_COUNT",
+                                          "GROUP_RANK"};
   std::map<std::string, std::string> saved_;
 };
 
@@ -252,4 +276,143 @@ TEST_CASE("a half-set launcher and an empty environment are explained") {
   const auto message = config_error();
   for (const char* way : {"collectives-run", "RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT", "mpirun", "srun"})
     CHECK_MESSAGE(message.find(way) != std::string::npos, way);
+}
+
+TEST_CASE("Hydra's variables (mpiexec of MPICH and Intel MPI)") {
+  clean_environment env;
+  env.set({{"PMI_RANK", "2"},
+           {"PMI_SIZE", "4"},
+           {"MPI_LOCALRANKID", "0"},
+           {"MPI_LOCALNRANKS", "2"},
+           {"MASTER_ADDR", "node0"},
+           {"MASTER_PORT", "1234"}});
+  const auto info = detect_launch();
+  CHECK(info.origin == "Hydra (MPICH, Intel MPI)");
+  CHECK(info.rank == 2);
+  CHECK(info.size == 4);
+  CHECK(info.local_rank == 0);
+  CHECK(info.local_size == 2);
+  CHECK(info.master_addr == "node0");
+  CHECK(info.job_on_this_host.empty());  // explicit addresses win
+  env.set("PMI_RANK", "4");
+  CHECK(config_error().starts_with("PMI_RANK=4 is not below PMI_SIZE=4"));
+  ::unsetenv("PMI_SIZE");
+  CHECK(config_error().starts_with("PMI_RANK is set but PMI_SIZE is not"));
+}
+
+TEST_CASE("which launcher's variables win: torchrun-style, Open MPI, Hydra, Slurm") {
+  clean_environment env;
+  env.set({{"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}});
+  env.set({{"PMI_RANK", "0"}, {"PMI_SIZE", "2"}});
+  CHECK(detect_launch().origin == "Slurm");  // srun --mpi=pmi2: PMI_RANK without Hydra's local ranks
+  env.set({{"PMI_RANK", "1"}, {"PMI_SIZE", "3"}, {"MPI_LOCALRANKID", "1"}});
+  CHECK(detect_launch().origin == "Hydra (MPICH, Intel MPI)");  // mpiexec inside a Slurm job
+  CHECK(detect_launch().rank == 1);
+  env.set({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "1"}});
+  CHECK(detect_launch().origin == "Open MPI");
+}
+
+TEST_CASE("PMIX_RANK alone is explained, not taken for a job of one") {
+  clean_environment env;
+  env.set({{"PMIX_RANK", "0"}, {"PMIX_NAMESPACE", "prterun-host-1234@1"}});
+  const auto message = config_error();
+  CHECK_MESSAGE(message.starts_with("PMIX_RANK is set, but no variable says how many processes the job has"), message);
+  CHECK(collectives::bootstrap::rank_variables_set());
+}
+
+TEST_CASE("one host without MASTER_ADDR and MASTER_PORT: the ranks meet under the launcher's name for the job") {
+  clean_environment env;
+  env.set({{"OMPI_COMM_WORLD_RANK", "1"},
+           {"OMPI_COMM_WORLD_SIZE", "3"},
+           {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+           {"OMPI_COMM_WORLD_LOCAL_SIZE", "3"},
+           {"PMIX_NAMESPACE", "1516699649"},
+           {"PMIX_SERVER_URI2", "1516699648.0;tcp4://127.0.0.1:60921"}});
+  auto info = detect_launch();
+  CHECK(info.job_on_this_host == "open mpi job 1516699649 server 1516699648.0;tcp4://127.0.0.1:60921");
+  CHECK(info.master_addr.empty());
+  env.set("COLLECTIVES_STORE_DIR", "/shared");  // a store directory wins
+  CHECK(detect_launch().job_on_this_host.empty());
+  ::unsetenv("COLLECTIVES_STORE_DIR");
+  env.set({{"MASTER_ADDR", "h"}, {"MASTER_PORT", "5"}});  // and so do explicit addresses
+  info = detect_launch();
+  CHECK(info.job_on_this_host.empty());
+  CHECK(info.master_port == 5);
+  ::unsetenv("MASTER_PORT");  // half of them: nothing is derived under Open MPI
+  CHECK(config_error().starts_with("MASTER_PORT is not set: a job started by Open MPI"));
+  ::unsetenv("MASTER_ADDR");
+
+  env.set("OMPI_COMM_WORLD_LOCAL_SIZE", "2");  // two hosts: nowhere to meet without an address
+  const auto message = config_error();
+  CHECK_MESSAGE(message.starts_with("MASTER_ADDR is not set: a job started by Open MPI puts the job's ranks on more "
+                                    "than one host (2 of 3 here) and says nowhere where rank 0 runs, so it needs "
+                                    "MASTER_ADDR and MASTER_PORT"),
+                message);
+  CHECK(message.find('\n') == std::string::npos);
+
+  clean_environment hydra;
+  hydra.set({{"PMI_RANK", "0"}, {"PMI_SIZE", "2"}, {"MPI_LOCALRANKID", "0"}, {"MPI_LOCALNRANKS", "2"}});
+  // This test is not under hydra_pmi_proxy: no name for the job, and the error says what to set.
+  CHECK(config_error().starts_with("MASTER_ADDR is not set: a job started by Hydra (MPICH, Intel MPI) names no job that "
+                                   "its ranks could meet under on this host, so it needs MASTER_ADDR and MASTER_PORT"));
+}
+
+TEST_CASE("Slurm without MASTER_ADDR and MASTER_PORT: one node, or the step's first node and a port from the job id") {
+  clean_environment env;
+  env.set({{"SLURM_PROCID", "3"},
+           {"SLURM_NTASKS", "4"},
+           {"SLURM_LOCALID", "1"},
+           {"SLURM_NODEID", "0"},
+           {"SLURM_STEP_TASKS_PER_NODE", "4"},
+           {"SLURM_JOB_ID", "81234"},
+           {"SLURM_STEP_ID", "2"}});
+  CHECK(detect_launch().job_on_this_host == "slurm job 81234 step 2");
+
+  env.set("SLURM_STEP_TASKS_PER_NODE", "2(x2)");  // two nodes
+  CHECK(config_error().starts_with("MASTER_ADDR is not set: a job started by Slurm puts the job's ranks on more than "
+                                   "one host (2 of 4 here) and gives no node list (SLURM_STEP_NODELIST)"));
+  env.set({{"SLURM_JOB_NODELIST", "other[1-4]"}, {"SLURM_STEP_NODELIST", "node[07-09,12],gpu1"}});
+  auto info = detect_launch();
+  CHECK(info.job_on_this_host.empty());
+  CHECK(info.master_addr == "node07");  // the step's list before the job's
+  CHECK(info.master_port == 20000 + 234 * 10 + 2);
+  env.set("MASTER_PORT", "29500");  // what is given wins, the rest is derived
+  info = detect_launch();
+  CHECK(info.master_addr == "node07");
+  CHECK(info.master_port == 29500);
+  env.set("MASTER_ADDR", "10.0.0.1");
+  CHECK(detect_launch().master_addr == "10.0.0.1");
+  ::unsetenv("MASTER_ADDR");
+  ::unsetenv("MASTER_PORT");
+
+  env.set("SLURM_STEP_NODELIST", "node[07-");
+  CHECK(config_error().starts_with("SLURM_STEP_NODELIST=node[07- is not a Slurm host list"));
+  env.set("SLURM_STEP_NODELIST", "node1");
+  env.set("SLURM_JOB_ID", "12x");
+  CHECK(config_error().starts_with("SLURM_JOB_ID=12x is not a whole number"));
+}
+
+TEST_CASE("the Slurm store port: jobs less than 1000 apart and the first ten steps of a job never share one") {
+  using collectives::bootstrap::slurm_store_port;
+  CHECK(slurm_store_port(0, 0) == 20000);
+  CHECK(slurm_store_port(999, 9) == 29999);
+  CHECK(slurm_store_port(81234, 2) == 22342);
+  CHECK(slurm_store_port(1234, 12) == slurm_store_port(1234, 2));
+  for (std::uint64_t job = 5000; job < 6000; ++job)
+    CHECK(slurm_store_port(job, 0) != slurm_store_port(job + 1, 0));
+}
+
+TEST_CASE("the signs of a launcher that gave no rank") {
+  clean_environment env;
+  using collectives::bootstrap::launcher_without_ranks;
+  using collectives::bootstrap::rank_variables_set;
+  CHECK(!rank_variables_set());
+  CHECK(!launcher_without_ranks());
+  env.set("SLURM_JOB_ID", "77");  // a shell in a Slurm allocation
+  CHECK(launcher_without_ranks() == "SLURM_JOB_ID=77");
+  env.set("PMI_FD", "6");
+  CHECK(launcher_without_ranks() == "PMI_FD=6");
+  env.set("PMI_SIZE", "2");  // half a pair counts as a rank: detect_launch names the other half
+  CHECK(rank_variables_set());
+  CHECK(!launcher_without_ranks());
 }

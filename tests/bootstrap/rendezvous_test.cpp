@@ -4,15 +4,22 @@
 #include <doctest/doctest.h>
 
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <atomic>
 #include <cctype>
+#include <condition_variable>
+#include <filesystem>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <boost/asio/write.hpp>
 
 #include <collectives/bootstrap/rendezvous.hpp>
 
@@ -145,4 +152,139 @@ TEST_CASE("a busy MASTER_PORT on rank 0 is reported as such") {
     CHECK_MESSAGE(std::string(e.what()).starts_with("MASTER_PORT " + std::to_string(port) + " is in use on this host"),
                   e.what());
   }
+}
+
+namespace {
+
+// Something that is not a store on a port: it takes one connection, then answers
+// `reply` and hangs up (an empty reply: hangs up at once), or keeps silent until the
+// test ends.
+class stranger {
+ public:
+  stranger(std::string reply, bool silent) : acceptor_(io_, tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), 0)) {
+    thread_ = std::thread([this, reply = std::move(reply), silent] {
+      boost::system::error_code ec;
+      tcp::socket socket(io_);
+      acceptor_.accept(socket, ec);
+      if (ec) return;
+      if (silent) {
+        std::unique_lock lock(mutex_);
+        done_.wait(lock, [&] { return finished_; });
+        return;
+      }
+      boost::asio::write(socket, boost::asio::buffer(reply), ec);
+      socket.close(ec);
+    });
+  }
+  ~stranger() {
+    {
+      std::lock_guard lock(mutex_);
+      finished_ = true;
+    }
+    done_.notify_all();
+    boost::system::error_code ignored;
+    acceptor_.close(ignored);
+    thread_.join();
+  }
+  std::uint16_t port() const { return acceptor_.local_endpoint().port(); }
+
+ private:
+  boost::asio::io_context io_;
+  tcp::acceptor acceptor_;
+  std::mutex mutex_;
+  std::condition_variable done_;
+  bool finished_ = false;
+  std::thread thread_;
+};
+
+}  // namespace
+
+TEST_CASE("a rank other than 0 that finds another program on MASTER_PORT says so, not that it was refused") {
+  store_dir_variable no_dir(std::nullopt);
+  const std::pair<std::string, bool> strangers[] = {
+      {"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n...........................", false},  // garbage
+      {"", false},                                                                                  // hangs up
+      {"", true},                                                                                   // silent
+  };
+  for (const auto& one : strangers) {
+    const std::string& reply = one.first;  // (not a structured binding: clang 14 lets no macro's lambda capture one)
+    const bool silent = one.second;
+    CAPTURE(reply);
+    CAPTURE(silent);
+    stranger other(reply, silent);
+    const auto start = clock::now();
+    try {
+      boot::open_store(rank_of(1, 2, "127.0.0.1", other.port()), auth::job_token("job"), clock::now() + 1500ms);
+      FAIL("a rank joined a store that is not there");
+    } catch (const collectives::error& e) {
+      CHECK(e.code() == errc::protocol_error);
+      const std::string expected = "MASTER_ADDR:MASTER_PORT (127.0.0.1:" + std::to_string(other.port()) +
+                                   ") is served by something that is not this job's store (another program holds "
+                                   "the port?): what answers at 127.0.0.1:" + std::to_string(other.port()) +
+                                   " is not a collectives store: ";
+      CHECK_MESSAGE(std::string(e.what()).starts_with(expected), e.what());
+    }
+    CHECK(since(start) < 3s);
+  }
+}
+
+TEST_CASE("the ranks of one host meet in a private directory, agree on a fresh token, and the last one removes it") {
+  store_dir_variable no_dir(std::nullopt);
+  const std::string job = "test job " + std::to_string(::getpid()) + " " + std::to_string(clock::now().time_since_epoch().count());
+  const auto directory = boot::open_private_directory(job);  // where the ranks will meet
+  struct stat info {};
+  REQUIRE(::lstat(directory.c_str(), &info) == 0);
+  CHECK((info.st_mode & 0777) == 0700);
+  CHECK(info.st_uid == ::getuid());
+
+  std::array<std::string, 3> tokens, read;
+  std::atomic<int> failures{0};
+  {
+    std::array<std::optional<boot::store_session>, 3> sessions;
+    std::vector<std::thread> ranks;
+    for (int r = 0; r < 3; ++r)
+      ranks.emplace_back([&, r] {
+        try {
+          auto launch = rank_of(r, 3, "", 0);
+          launch.job_on_this_host = job;
+          auto session = boot::open_store(launch, auth::job_token::from_env(false), clock::now() + 5s);
+          if (session.agreed_token) tokens[r] = session.agreed_token->secret();
+          session.store->set("address/" + std::to_string(r), "rank " + std::to_string(r) + " is here");
+          for (int other = 0; other < 3; ++other)
+            read[r] += session.store->get("address/" + std::to_string(other), clock::now() + 5s) + ";";
+          boot::barrier(*session.store, "leave", r, 3, clock::now() + 5s);
+          sessions[r].emplace(std::move(session));
+        } catch (const std::exception& e) {
+          const std::string text = "rank " + std::to_string(r) + ": " + e.what();
+          MESSAGE(text);
+          ++failures;
+        }
+      });
+    for (auto& t : ranks) t.join();
+    REQUIRE(failures == 0);
+    CHECK(read == std::array<std::string, 3>{everyone, everyone, everyone});
+    CHECK(tokens[0].size() == 64);
+    CHECK(tokens[1] == tokens[0]);
+    CHECK(tokens[2] == tokens[0]);
+    sessions[0].reset();
+    sessions[2].reset();
+    CHECK(std::filesystem::exists(directory));  // rank 1 is still in it
+  }
+  CHECK(!std::filesystem::exists(directory));
+}
+
+TEST_CASE("a private directory that another user could have made is refused") {
+  const std::string job = "squatted job " + std::to_string(::getpid());
+  const auto directory = boot::open_private_directory(job);
+  ::chmod(directory.c_str(), 0755);
+  try {
+    boot::open_private_directory(job);
+    FAIL("a directory others may enter was taken for private");
+  } catch (const collectives::error& e) {
+    CHECK(e.code() == errc::invalid_config);
+    CHECK_MESSAGE(std::string(e.what()).starts_with("the job's directory " + directory.string() + " (for " + job +
+                                                    ") is not a directory of this user that only it may enter"),
+                  e.what());
+  }
+  std::filesystem::remove(directory);
 }

@@ -64,6 +64,23 @@ test_usage() {
   expect_match "$err" '-n needs a value'
 }
 
+# mpirun's and mpiexec's spellings of the rank count, and --version.
+test_rank_count_spellings() {
+  local spelling
+  for spelling in "-n3" "-np 3" "-np3" "--np 3" "--np=3" "--nproc=3"; do
+    # shellcheck disable=SC2086 # the spelling is split into its words on purpose
+    run $spelling sh -c 'echo "$RANK of $WORLD_SIZE"'
+    expect_status 0
+    expect_lines "$out" '[0] 0 of 3' '[1] 1 of 3' '[2] 2 of 3'
+  done
+  run -nx true
+  expect_status 2
+  expect_match "$err" "^collectives-run: -n wants a count >= 1, not 'x'"
+  run --version
+  expect_status 0
+  expect_match "$out" '^collectives-run \(collectives\) [0-9]+\.[0-9]+\.[0-9]+$'
+}
+
 test_env_and_prefixes() {
   run -n 3 sh -c 'echo "$RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $GROUP_RANK $MASTER_ADDR $MASTER_PORT ${#COLLECTIVES_JOB_TOKEN}"
                   echo "to stderr $RANK" >&2'
@@ -188,11 +205,12 @@ test_timeout() {
   expect_line "$err" 'collectives-run: rank 0 stopped by collectives-run (SIGTERM)'
 }
 
+# Said once for the whole job, with the ranks it stopped.
 test_exec_failure() {
-  run -n 2 /nonexistent/program
+  run -n 3 /nonexistent/program
   expect_status 127
-  expect_line "$err" '[0] collectives-run: cannot run /nonexistent/program: No such file or directory'
-  expect_line "$err" 'collectives-run: rank 1 exited with status 127'
+  expect_lines "$err" 'collectives-run: cannot run /nonexistent/program: No such file or directory (ranks 0-2)'
+  expect_empty "$out"
 }
 
 test_partial_and_long_lines() {

@@ -48,6 +48,9 @@ struct outcome {
   bool accepted = false;
   std::uint64_t hello = 0;  // what the client vouched for
   std::string why;          // when refused: what went wrong, for the log or the error
+  // Client side: the other end sent a challenge of this protocol and purpose, so a
+  // refusal came from a collectives endpoint, not from another program on the port.
+  bool peer_speaks_protocol = false;
 };
 
 inline constexpr std::chrono::seconds default_handshake_limit{10};
@@ -187,6 +190,7 @@ struct handshake {
   std::uint64_t hello = 0;
   std::array<unsigned char, response_size> buffer{};
   bool finished = false;
+  bool challenged = false;  // client side: a valid challenge arrived
 
   handshake(std::shared_ptr<tcp::socket> s, job_token t, purpose p, std::function<void(outcome)> d)
       : socket(std::move(s)), token(std::move(t)), what(p), timer(socket->get_executor()), done(std::move(d)) {}
@@ -209,7 +213,7 @@ struct handshake {
       socket->close(ignored);
     }
     auto callback = std::move(done);
-    callback(outcome{accepted, accepted ? hello : 0, std::move(why)});
+    callback(outcome{accepted, accepted ? hello : 0, std::move(why), challenged});
   }
 
   // The reason a read or write of the handshake failed, in words.
@@ -264,6 +268,7 @@ inline void async_introduce(std::shared_ptr<tcp::socket> socket, const job_token
     const std::span<const unsigned char, challenge_size> challenge(h->buffer.data(), challenge_size);
     const auto server = read_challenge(challenge, h->what);
     if (!server) return h->finish(false, "the other end is not a collectives endpoint of this kind");
+    h->challenged = true;
     h->theirs = *server;
     h->mine = fresh_nonce();
     const response_bytes response = make_response(h->token, h->what, h->hello, h->theirs, h->mine);

@@ -1,9 +1,9 @@
 // Who this process is in its job (rank, size, its place on the host) and where the
 // job's store is, read from the variables the launcher set. The launchers people use
 // already are understood as they are: torchrun-style RANK / WORLD_SIZE (which
-// collectives-run sets too), Open MPI's mpirun and Slurm's srun. Parsing is strict: a
-// value that is not entirely a number in range is an error naming the variable, since
-// a half-understood rank makes a job hang instead of fail.
+// collectives-run sets too), Open MPI's mpirun, Hydra's mpiexec (MPICH, Intel MPI) and
+// Slurm's srun. Parsing is strict: a value that is not entirely a number in range is an
+// error naming the variable, since a half-understood rank makes a job hang instead of fail.
 #pragma once
 
 #include <algorithm>
@@ -14,8 +14,11 @@
 #include <string_view>
 #include <utility>
 
+#include "../config.hpp"
 #include "../error.hpp"
+#include "../log.hpp"
 #include "../settings.hpp"
+#include "launcher_job.hpp"
 
 namespace collectives::bootstrap {
 
@@ -24,11 +27,15 @@ struct launch_info {
   int local_rank = 0, local_size = 1;  // this process among the job's processes on its host
   std::string master_addr;             // where rank 0 serves the TCP store (may be empty with a file store)
   std::uint16_t master_port = 0;
-  std::string origin;  // "torchrun", "torchrun-style environment", "Open MPI", "Slurm" or "arguments"
+  std::string origin;  // "torchrun", "torchrun-style environment", "Open MPI", "Hydra (MPICH, Intel MPI)", "Slurm" or "arguments"
   // Under torchrun's agent store (TORCHELASTIC_USE_AGENT_STORE=True) MASTER_ADDR:MASTER_PORT
   // is torchrun's own store, and the job's keys go under this prefix, one per run and
   // restart; empty otherwise.
   std::string launcher_store_prefix;
+  // Set when every rank is on this host and neither MASTER_ADDR/MASTER_PORT nor
+  // COLLECTIVES_STORE_DIR was given: the launcher's name for the job, which the ranks
+  // meet under in a private directory of this host (rendezvous.hpp).
+  std::string job_on_this_host;
 };
 
 namespace detail {
@@ -153,45 +160,128 @@ inline void read_torchrun(launch_info& info) {
 
 }  // namespace detail
 
+// The variables by which each launcher gives a process its rank, in the order they are
+// tried. Hydra comes before Slurm because under Slurm it is Hydra's variables that
+// describe the processes it starts, while the Slurm ones it inherits describe the
+// step that started it.
+inline constexpr detail::launcher_variables launchers[] = {
+    {"torchrun-style environment", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"},
+    {"Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+     "OMPI_COMM_WORLD_LOCAL_SIZE"},
+    {"Hydra (MPICH, Intel MPI)", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"},
+    {"Slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", nullptr},
+};
+
+// Whether a launcher gave this process a rank: one variable of a launcher's pair is
+// enough (detect_launch then names the one missing). PMIX_RANK counts too, though no
+// PMIx launcher's size is read without its own variables (detect_launch says so).
+inline bool rank_variables_set() {
+  for (const auto& launcher : launchers)
+    if (detail::variable(launcher.rank) || detail::variable(launcher.size)) return true;
+  return detail::variable("PMIX_RANK").has_value();
+}
+
+// A variable, as NAME=value, that a launcher sets in the processes it starts, when one
+// is set although no launcher gave this process a rank (rank_variables_set() is false):
+// the process was most likely started by a launcher whose ranks the library does not
+// see, or one started in a job's shell, and running alone is then probably a mistake.
+inline std::optional<std::string> launcher_without_ranks() {
+  if (rank_variables_set()) return std::nullopt;
+  for (const char* name : {"PMI_FD", "PMI_PORT", "PMI_ID", "MPI_LOCALRANKID", "PMIX_NAMESPACE", "PMIX_SERVER_URI2",
+                           "OMPI_MCA_ess_base_jobid", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_UNIVERSE_SIZE",
+                           "SLURM_JOB_ID", "SLURM_STEP_ID", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT",
+                           "LOCAL_RANK", "GROUP_RANK"})
+    if (const auto value = detail::variable(name)) return detail::assignment(name, *value);
+  return std::nullopt;
+}
+
+namespace detail {
+
+// Where the ranks meet when neither MASTER_ADDR and MASTER_PORT nor COLLECTIVES_STORE_DIR
+// say it: on this host, in a private directory, when the launcher puts every rank here
+// and names the job; under Slurm, at the first host of the step and a port from the job
+// id. `address` and `port` are those the environment gives, if any.
+inline void derive_rendezvous(launch_info& info, const std::optional<std::string>& address,
+                              const std::optional<std::string>& port) {
+  const bool one_host = info.local_size == info.size;
+  if (!address && !port && one_host) {
+    if (auto job = job_name_on_this_host(info.origin)) {
+      info.job_on_this_host = std::move(*job);
+      return;
+    }
+  }
+  if (info.origin == "Slurm") {
+    if (address) info.master_addr = *address;
+    else if (auto host = slurm_first_host()) info.master_addr = std::move(*host);
+    if (!port)
+      if (const auto derived = slurm_store_port()) info.master_port = *derived;
+    if (!info.master_addr.empty() && (port || info.master_port != 0)) return;
+  }
+  const char* missing = address ? "MASTER_PORT" : "MASTER_ADDR";
+  std::string why = info.origin == "torchrun-style environment" ? " needs MASTER_ADDR and MASTER_PORT"
+                    : one_host ? " names no job that its ranks could meet under on this host, so it needs MASTER_ADDR and MASTER_PORT"
+                               : std::string(" puts the job's ranks on more than one host (") + std::to_string(info.local_size) +
+                                     " of " + std::to_string(info.size) + " here) and " +
+                                     (info.origin == "Slurm" ? "gives no node list (SLURM_STEP_NODELIST) or no job id "
+                                                               "(SLURM_JOB_ID) to find rank 0's store by"
+                                                             : "says nowhere where rank 0 runs") +
+                                     ", so it needs MASTER_ADDR and MASTER_PORT";
+  throw error(errc::invalid_config, std::string(missing) + " is not set: a job started by " + info.origin + why +
+                                        ", the host and port where rank 0 serves the job's TCP store (or "
+                                        "COLLECTIVES_STORE_DIR, a directory all ranks share)");
+}
+
+}  // namespace detail
+
+// Whether this process should warn when the job has only the public default token: once
+// per job, so rank 0 does; and not when the ranks meet in a private directory of this
+// host, where the token is not what keeps others out (the tcp transport agrees on a
+// fresh one there, and shm's segments are the user's alone).
+inline bool warns_of_default_token(const launch_info& launch) {
+  return launch.rank == 0 && launch.job_on_this_host.empty();
+}
+
 // Reads this process's place in its job from the environment, trying in turn the
-// torchrun-style variables, Open MPI's and Slurm's. MASTER_ADDR and MASTER_PORT (where
-// rank 0 serves the TCP store) are required unless COLLECTIVES_STORE_DIR names a shared
-// directory for a file store instead. Any problem is errc::invalid_config, naming the
-// variable, its value and what was expected.
+// torchrun-style variables, Open MPI's, Hydra's and Slurm's. The ranks meet at the TCP
+// store rank 0 serves at MASTER_ADDR:MASTER_PORT, or in a file store when
+// COLLECTIVES_STORE_DIR names a shared directory. Without either, the launcher's own
+// variables decide where (derive_rendezvous above). Any problem is errc::invalid_config,
+// naming the variable, its value and what was expected.
 inline launch_info detect_launch() {
   using detail::variable;
-  static constexpr detail::launcher_variables launchers[] = {
-      {"torchrun-style environment", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"},
-      {"Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
-       "OMPI_COMM_WORLD_LOCAL_SIZE"},
-      {"Slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", nullptr},
-  };
   launch_info info;
   for (const auto& launcher : launchers) {
     if (!variable(launcher.rank) && !variable(launcher.size)) continue;
+    // srun --mpi=pmi2 sets PMI_RANK too, but not Hydra's local ranks: Slurm's say more.
+    if (launcher.local_rank == std::string_view("MPI_LOCALRANKID") && !variable("MPI_LOCALRANKID") &&
+        variable("SLURM_PROCID"))
+      continue;
     detail::read_ranks(launcher, info);
     if (&launcher == &launchers[0]) detail::read_torchrun(info);
     break;
   }
+  if (info.origin.empty() && variable("PMIX_RANK"))
+    throw error(errc::invalid_config,
+                "PMIX_RANK is set, but no variable says how many processes the job has (OMPI_COMM_WORLD_SIZE, "
+                "PMI_SIZE, SLURM_NTASKS or WORLD_SIZE); start the job with mpirun or srun, or set RANK and WORLD_SIZE");
   if (info.origin.empty())
     throw error(errc::invalid_config,
-                "no launcher environment found (RANK, OMPI_COMM_WORLD_RANK and SLURM_PROCID are all unset); start the "
-                "processes in one of three ways: with collectives-run (collectives-run -n 4 ./program), with the "
-                "torchrun-style variables RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set for each process, or with "
-                "mpirun (Open MPI) or srun (Slurm) while exporting MASTER_ADDR and MASTER_PORT");
+                "no launcher environment found (RANK, OMPI_COMM_WORLD_RANK, PMI_RANK and SLURM_PROCID are all unset); "
+                "start the processes in one of these ways: with collectives-run (collectives-run -n 4 ./program), "
+                "with mpirun (Open MPI), mpiexec (MPICH, Intel MPI) or srun (Slurm), or with the torchrun-style "
+                "variables RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set for each process");
 
   const bool file_store = settings::text("COLLECTIVES_STORE_DIR").has_value();
   const auto address = variable("MASTER_ADDR"), port = variable("MASTER_PORT");
-  for (const auto& [name, value] : {std::pair{"MASTER_ADDR", &address}, std::pair{"MASTER_PORT", &port}})
-    if (!*value && !file_store)
-      throw error(errc::invalid_config,
-                  std::string(name) + " is not set: a job started by " + info.origin +
-                      " needs MASTER_ADDR and MASTER_PORT, the host and port where rank 0 serves the "
-                      "job's TCP store (or COLLECTIVES_STORE_DIR, a directory all ranks share)");
   if (address) info.master_addr = *address;
   if (port)
     info.master_port =
         static_cast<std::uint16_t>(detail::whole_number("MASTER_PORT", *port, 1, 65535, "a TCP port, 1 to 65535"));
+  if (!file_store && !(address && port)) detail::derive_rendezvous(info, address, port);
+  if (log::enabled(log::level::info))  // the first line a job's INFO log has
+    log::info(std::string("collectives ") + COLLECTIVES_VERSION_STRING + ": rank " + std::to_string(info.rank) + " of " +
+              std::to_string(info.size) + " (" + std::to_string(info.local_rank) + " of " +
+              std::to_string(info.local_size) + " on this host), from the variables of " + info.origin);
   return info;
 }
 

@@ -3,7 +3,9 @@
 // handshake (shm) don't pull in Asio or OpenSSL.
 #pragma once
 
+#include <atomic>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "../error.hpp"
@@ -24,17 +26,25 @@ class job_token {
 
   // COLLECTIVES_JOB_TOKEN, or, with a warning, a fixed public token: such a job still
   // refuses garbage and other jobs' ranks that use a token, but not a stranger who
-  // knows the default.
-  static job_token from_env() {
+  // knows the default. The warning is printed once per process, and only when `warn`
+  // (the transports pass "rank 0, and no fresh token is to be agreed on", so that a
+  // job says it once, after any error in its launch environment).
+  static job_token from_env(bool warn = true) {
     if (auto secret = settings::text("COLLECTIVES_JOB_TOKEN")) return job_token(std::move(*secret));
-    log::warn("COLLECTIVES_JOB_TOKEN is not set; using the public default token. collectives-run sets a fresh "
-              "one; elsewhere export the same secret to every rank (e.g. $(openssl rand -hex 32))");
-    return job_token("collectives-public-default-token");
+    static std::atomic<bool> warned{false};
+    if (warn && !warned.exchange(true))
+      log::warn("COLLECTIVES_JOB_TOKEN is not set; using the public default token. collectives-run sets a fresh "
+                "one; elsewhere export the same secret to every rank (e.g. $(openssl rand -hex 32))");
+    return job_token(std::string(public_default));
   }
+
+  // Whether this is the public default token, which admits anyone who knows it.
+  bool is_public_default() const noexcept { return secret_ == public_default; }
 
   const std::string& secret() const noexcept { return secret_; }
 
  private:
+  static constexpr std::string_view public_default = "collectives-public-default-token";
   std::string secret_;
 };
 

@@ -1,11 +1,15 @@
 // The first meeting of a job's ranks: opens the store they all share, as the launch
 // describes it. With COLLECTIVES_STORE_DIR set that is a file store in that directory;
-// under torchrun's agent store, that store (c10d_store.hpp); otherwise rank 0 serves a
-// TCP store on MASTER_PORT and every rank, rank 0 included, connects to it at MASTER_ADDR.
+// under torchrun's agent store, that store (c10d_store.hpp); when every rank is on this
+// host and the launcher names the job (and neither that nor MASTER_ADDR/MASTER_PORT is
+// set), a file store in a private directory of this host; otherwise rank 0 serves a TCP
+// store on MASTER_PORT and every rank, rank 0 included, connects to it at MASTER_ADDR.
 #pragma once
 
 #include <chrono>
+#include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -20,6 +24,7 @@
 #include "c10d_store.hpp"
 #include "environment.hpp"
 #include "file_store.hpp"
+#include "private_directory.hpp"
 #include "store.hpp"
 #include "tcp_store.hpp"
 
@@ -28,6 +33,13 @@ namespace collectives::bootstrap {
 struct store_session {
   std::unique_ptr<tcp_store_server> server;  // on rank 0 of a TCP store only
   std::unique_ptr<key_value_store> store;
+  // In a private directory (launch_info::job_on_this_host), when the job has only the
+  // public default token: a fresh secret rank 0 made and wrote there, which only this
+  // user can read. The transport then admits connections by it instead.
+  std::optional<auth::job_token> agreed_token;
+  // The private directory, which the last rank to close its session removes.
+  std::filesystem::path private_directory;
+  int ranks = 0;
   // Rank 0 serves the other ranks until they are done with the store: closing its
   // session closes its own client, then waits up to this long for every other rank to
   // hang up. Otherwise a rank still reading the answer to its last request (say, the
@@ -38,10 +50,26 @@ struct store_session {
   store_session(store_session&&) = default;
   store_session& operator=(store_session&&) = delete;  // which store goes first would be a trap
   ~store_session() {
+    leave_private_directory();
     store.reset();
     if (!server) return;
     for (const auto until = clock::now() + linger; server->clients() > 0 && clock::now() < until;)
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+
+ private:
+  // Each rank counts itself out; the last one has the only remaining use of the
+  // directory and removes it. (A rank killed on the way leaves it behind, in memory
+  // under /dev/shm, until the next boot or a manual rm.)
+  void leave_private_directory() noexcept {
+    if (private_directory.empty() || !store) return;
+    try {
+      if (store->add("collectives/ranks-left", 1) < ranks) return;
+      std::error_code ignored;
+      std::filesystem::remove_all(private_directory, ignored);
+    } catch (const std::exception& e) {
+      log::warn(std::string("could not leave the job's directory ") + private_directory.string() + ": " + e.what());
+    }
   }
 };
 
@@ -54,6 +82,45 @@ inline boost::asio::ip::tcp::endpoint store_listen_endpoint(const launch_info& l
   const auto address = boost::asio::ip::make_address(without_brackets(launch.master_addr), ec);
   const bool v6 = !ec && address.is_v6();
   return {v6 ? boost::asio::ip::tcp::v6() : boost::asio::ip::tcp::v4(), launch.master_port};
+}
+
+// 32 random bytes as 64 hex digits.
+inline std::string fresh_secret() {
+  const auto bytes = auth::detail::fresh_nonce();
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string text;
+  for (const unsigned char b : bytes) text.append({hex[b >> 4], hex[b & 15]});
+  return text;
+}
+
+// The ranks of a job on this host meet in a directory only this user can enter, made
+// for the job the launcher named.
+inline store_session open_private_store(const launch_info& launch, const auth::job_token& token, deadline until) {
+  store_session session;
+  session.private_directory = open_private_directory(launch.job_on_this_host);
+  session.ranks = launch.size;
+  session.store = std::make_unique<file_store>(session.private_directory);
+  if (token.is_public_default()) {
+    if (launch.rank == 0) session.store->set("collectives/job-token", fresh_secret());
+    session.agreed_token = auth::job_token(session.store->get("collectives/job-token", until));
+  }
+  return session;
+}
+
+// A client of the TCP store; a rank other than 0 that finds something else at the
+// store's address is told so in those words.
+inline std::unique_ptr<tcp_store> connect_tcp_store(const launch_info& launch, const auth::job_token& token,
+                                                    deadline until) {
+  try {
+    return std::make_unique<tcp_store>(launch.master_addr, launch.master_port, token, until);
+  } catch (const error& e) {
+    if (e.code() != errc::protocol_error) throw;
+    std::string why = e.what();
+    if (const auto code = ": " + e.code().message(); why.ends_with(code)) why.resize(why.size() - code.size());
+    throw error(errc::protocol_error, "MASTER_ADDR:MASTER_PORT (" + endpoint_text(launch.master_addr, launch.master_port) +
+                                          ") is served by something that is not this job's store (another program "
+                                          "holds the port?): " + why);
+  }
 }
 
 }  // namespace detail
@@ -76,6 +143,7 @@ inline store_session open_store(const launch_info& launch, const auth::job_token
                                                  launch.launcher_store_prefix, until);
     return session;
   }
+  if (!launch.job_on_this_host.empty() && launch.master_addr.empty()) return detail::open_private_store(launch, token, until);
   if (launch.master_addr.empty() || launch.master_port == 0)
     throw error(errc::invalid_config,
                 "a TCP store needs MASTER_ADDR and MASTER_PORT (or set COLLECTIVES_STORE_DIR for a file store)");
@@ -90,7 +158,7 @@ inline store_session open_store(const launch_info& launch, const auth::job_token
       throw error(errc::invalid_config, port + " cannot be served on this host: " + e.what());
     }
   }
-  session.store = std::make_unique<tcp_store>(launch.master_addr, launch.master_port, token, until);
+  session.store = detail::connect_tcp_store(launch, token, until);
   return session;
 }
 

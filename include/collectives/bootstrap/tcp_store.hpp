@@ -60,6 +60,8 @@ class tcp_store final : public key_value_store {
         std::clamp(left, std::chrono::milliseconds(1000), std::chrono::milliseconds(auth::default_handshake_limit)));
     io_.restart();
     io_.run();  // bounded by the handshake's own timer
+    if (!admitted.accepted && !admitted.peer_speaks_protocol)  // garbage, silence or a hang-up before any challenge
+      throw error(errc::protocol_error, "what answers at " + where() + " is not a collectives store: " + admitted.why);
     if (!admitted.accepted)
       throw error(errc::unauthorized, "the store at " + where() + " did not admit this client: " + admitted.why);
     boost::system::error_code ignored;

@@ -37,7 +37,8 @@ automatic_transport::decision automatic_transport::decide(const bootstrap::launc
 
 
 automatic_transport automatic_transport::from_env(automatic_options options) {
-  return join(bootstrap::detect_launch(), auth::job_token::from_env(), std::move(options));
+  const auto launch = bootstrap::detect_launch();  // first: an error in the launch comes alone
+  return join(launch, auth::job_token::from_env(bootstrap::warns_of_default_token(launch)), std::move(options));
 }
 
 }  // namespace collectives

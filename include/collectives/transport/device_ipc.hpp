@@ -71,7 +71,7 @@ class device_ipc {
   static device_ipc from_env(device_ipc_options options = device_ipc_options::from_env()) {
     const auto launch = bootstrap::detect_launch();
     const auto startup = shm_options::from_env().startup_timeout;
-    shm host = shm::join(launch, auth::job_token::from_env());
+    shm host = shm::join(launch, auth::job_token::from_env(bootstrap::warns_of_default_token(launch)));
     return device_ipc(std::move(host), Runtime::for_local_rank(launch.local_rank), options, clock::now() + startup);
   }
 

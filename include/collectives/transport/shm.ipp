@@ -30,6 +30,7 @@ std::string shm::segment_name(const bootstrap::launch_info& launch, const auth::
                          std::to_string(launch.size);
   for (const char* v : {"PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "SLURM_JOB_ID", "SLURM_STEP_ID"})
     if (const char* value = std::getenv(v)) identity.append("|").append(value);
+  identity.append("|").append(launch.job_on_this_host);
   const std::string base = shm_detail::segment_prefix(token.secret()) + shm_detail::hex(shm_detail::fingerprint(identity), 8);
   static std::mutex mutex;
   static std::map<std::string, int> made;
@@ -106,7 +107,8 @@ void shm::await_everyone(const shm_detail::segment& seg, int rank, deadline unti
 
 
 shm shm::from_env(shm_options options) {
-  return join(bootstrap::detect_launch(), auth::job_token::from_env(), options);
+  const auto launch = bootstrap::detect_launch();  // first: an error in the launch comes alone
+  return join(launch, auth::job_token::from_env(bootstrap::warns_of_default_token(launch)), options);
 }
 
 }  // namespace collectives

@@ -12,7 +12,8 @@ tcp tcp::join(const bootstrap::launch_info& launch, const auth::job_token& token
   if (options.route_to.empty()) options.route_to = launch.master_addr;
   if (launch.size == 1) return tcp(launch.rank, 1, nullptr, token, std::move(options));  // nobody to meet
   auto session = bootstrap::open_store(launch, token, clock::now() + options.startup_timeout);
-  return tcp(launch.rank, launch.size, session.store.get(), token, std::move(options));
+  return tcp(launch.rank, launch.size, session.store.get(), session.agreed_token ? *session.agreed_token : token,
+             std::move(options));
   // The store closes here: once every rank has met every other, none needs it.
 }
 
@@ -71,7 +72,8 @@ std::string tcp::describe() const {
 }
 
 tcp tcp::from_env(tcp_options options) {
-  return join(bootstrap::detect_launch(), auth::job_token::from_env(), std::move(options));
+  const auto launch = bootstrap::detect_launch();  // first: an error in the launch comes alone
+  return join(launch, auth::job_token::from_env(bootstrap::warns_of_default_token(launch)), std::move(options));
 }
 
 }  // namespace collectives
