@@ -203,9 +203,10 @@ inline std::size_t parse_byte_size(const variable& v, std::string_view text) {
   if (ec == std::errc::invalid_argument || unit == 0) refuse(v.name, text, "is not a number of bytes", accepted(v));
   // In doubles, exact for every size the table allows, and a product that overflows is
   // merely large.
-  if (ec == std::errc::result_out_of_range || !(number * unit >= v.lowest && number * unit <= v.highest))
+  const double bytes = static_cast<double>(number) * unit;
+  if (ec == std::errc::result_out_of_range || !(bytes >= v.lowest && bytes <= v.highest))
     refuse(v.name, text, "is out of range", accepted(v));
-  return static_cast<std::size_t>(number * unit);
+  return static_cast<std::size_t>(bytes);
 }
 
 inline bool parse_flag(const variable& v, std::string_view text) {

@@ -168,7 +168,7 @@ struct ring {
     }
     if (p == 1) received.assign(plan::slice_count(counts[0], slice), init[0]);
     out.own_ready = received;
-    out.tags_used = static_cast<std::uint32_t>((p - 1) * stride);
+    out.tags_used = static_cast<std::uint32_t>(static_cast<std::size_t>(p - 1) * stride);
     return out;
   }
 

@@ -51,13 +51,13 @@ inline region slice_of(region r, std::size_t slice, std::size_t k) {
 inline int mod(int a, int p) { return ((a % p) + p) % p; }
 
 // The bytes a call moves per rank (per chunk for the P*N collectives), for the costs.
-inline double bytes_of(const plan_request& r) { return double(r.count) * r.element_size; }
+inline double bytes_of(const plan_request& r) { return double(r.count) * double(r.element_size); }
 
 // The same for the collectives that move one part per rank: a v-form's largest part.
 inline double largest_part_bytes(const plan_request& r) {
   if (r.counts.empty()) return bytes_of(r);
   double bytes = 0;
-  for (auto c : r.counts) bytes = std::fmax(bytes, double(c) * r.element_size);
+  for (auto c : r.counts) bytes = std::fmax(bytes, double(c) * double(r.element_size));
   return bytes;
 }
 

@@ -238,16 +238,16 @@ inline void async_admit(std::shared_ptr<tcp::socket> socket, const job_token& to
   std::copy(challenge.begin(), challenge.end(), h->buffer.begin());
   asio::async_write(*h->socket, asio::buffer(h->buffer.data(), challenge_size), [h](auto ec, std::size_t) {
     if (ec) return h->finish(false, handshake::broken(ec, "challenge"));
-    asio::async_read(*h->socket, asio::buffer(h->buffer.data(), response_size), [h](auto ec, std::size_t) {
-      if (ec) return h->finish(false, handshake::broken(ec, "response"));
+    asio::async_read(*h->socket, asio::buffer(h->buffer.data(), response_size), [h](auto response_ec, std::size_t) {
+      if (response_ec) return h->finish(false, handshake::broken(response_ec, "response"));
       const checked_response r = check_response(h->buffer, h->token, h->what, h->mine);
       if (!r.accepted) return h->finish(false, r.why);
       h->hello = r.hello;
       h->theirs = r.client;
       const mac answer = make_confirmation(h->token, h->what, h->hello, h->mine, h->theirs);
       std::copy(answer.begin(), answer.end(), h->buffer.begin());
-      asio::async_write(*h->socket, asio::buffer(h->buffer.data(), mac_size), [h](auto ec, std::size_t) {
-        if (ec) return h->finish(false, handshake::broken(ec, "confirmation"));
+      asio::async_write(*h->socket, asio::buffer(h->buffer.data(), mac_size), [h](auto confirmation_ec, std::size_t) {
+        if (confirmation_ec) return h->finish(false, handshake::broken(confirmation_ec, "confirmation"));
         h->finish(true);
       });
     });
@@ -273,12 +273,12 @@ inline void async_introduce(std::shared_ptr<tcp::socket> socket, const job_token
     h->mine = fresh_nonce();
     const response_bytes response = make_response(h->token, h->what, h->hello, h->theirs, h->mine);
     std::copy(response.begin(), response.end(), h->buffer.begin());
-    asio::async_write(*h->socket, asio::buffer(h->buffer.data(), response_size), [h](auto ec, std::size_t) {
-      if (ec) return h->finish(false, handshake::broken(ec, "response"));
-      asio::async_read(*h->socket, asio::buffer(h->buffer.data(), mac_size), [h](auto ec, std::size_t) {
-        if (ec == asio::error::eof || ec == asio::error::connection_reset)
+    asio::async_write(*h->socket, asio::buffer(h->buffer.data(), response_size), [h](auto response_ec, std::size_t) {
+      if (response_ec) return h->finish(false, handshake::broken(response_ec, "response"));
+      asio::async_read(*h->socket, asio::buffer(h->buffer.data(), mac_size), [h](auto confirmation_ec, std::size_t) {
+        if (confirmation_ec == asio::error::eof || confirmation_ec == asio::error::connection_reset)
           return h->finish(false, "the other end refused this job token (is COLLECTIVES_JOB_TOKEN the same for every rank?)");
-        if (ec) return h->finish(false, handshake::broken(ec, "confirmation"));
+        if (confirmation_ec) return h->finish(false, handshake::broken(confirmation_ec, "confirmation"));
         const std::span<const unsigned char, mac_size> confirmation(h->buffer.data(), mac_size);
         if (!check_confirmation(confirmation, h->token, h->what, h->hello, h->theirs, h->mine))
           return h->finish(false, "the other end could not prove it holds the job token");

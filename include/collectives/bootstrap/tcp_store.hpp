@@ -190,14 +190,14 @@ class tcp_store final : public key_value_store {
     std::array<asio::const_buffer, 3> request{asio::buffer(header), asio::buffer(key), asio::buffer(value)};
     asio::async_write(*socket_, request, [&](auto ec, std::size_t) {
       if (ec) return void((failure = ec, finished = true));
-      asio::async_read(*socket_, asio::buffer(reply_header), [&](auto ec, std::size_t) {
-        if (ec) return void((failure = ec, finished = true));
+      asio::async_read(*socket_, asio::buffer(reply_header), [&](auto header_ec, std::size_t) {
+        if (header_ec) return void((failure = header_ec, finished = true));
         std::uint32_t size = 0;
         broken = detail::parse_reply(reply_header, result.status, size);
         if (!broken.empty()) return void(finished = true);
         result.value.assign(size, '\0');
-        asio::async_read(*socket_, asio::buffer(result.value), [&](auto ec, std::size_t) {
-          failure = ec;
+        asio::async_read(*socket_, asio::buffer(result.value), [&](auto value_ec, std::size_t) {
+          failure = value_ec;
           finished = true;
         });
       });

@@ -121,8 +121,8 @@ class store_connection : public std::enable_shared_from_this<store_connection> {
       self->key_.assign(self->request_.key_size, '\0');
       self->value_.assign(self->request_.value_size, '\0');
       std::array<asio::mutable_buffer, 2> body{asio::buffer(self->key_), asio::buffer(self->value_)};
-      asio::async_read(*self->socket_, body, [self](auto ec, std::size_t) {
-        if (ec) return self->close(self->hung_up(ec) ? "" : "reading a request failed: " + ec.message());
+      asio::async_read(*self->socket_, body, [self](auto body_ec, std::size_t) {
+        if (body_ec) return self->close(self->hung_up(body_ec) ? "" : "reading a request failed: " + body_ec.message());
         self->serve();
       });
     });
@@ -229,8 +229,8 @@ void store_server_core::accept() {
     if (ec) {  // e.g. out of file descriptors: say so, and try again shortly rather than spin
       log::warn("store on " + std::to_string(port) + " could not accept a connection: " + ec.message());
       accept_retry.expires_after(std::chrono::milliseconds(50));
-      accept_retry.async_wait([this](auto ec) {
-        if (!ec) accept();
+      accept_retry.async_wait([this](auto wait_ec) {
+        if (!wait_ec) accept();
       });
       return;
     }

@@ -392,8 +392,8 @@ class wire {
     match_.break_link(p, "this rank gave up on a message to rank " + std::to_string(p) + " halfway through");
   }
 
-  void post_notice(int p, notice body, std::uint32_t op = no_slot) {
-    outgoing_notice& n = outgoing_.emplace_back(outgoing_notice{body, {}, p, op});
+  void post_notice(int p, notice body, std::uint32_t announced_send = no_slot) {
+    outgoing_notice& n = outgoing_.emplace_back(outgoing_notice{body, {}, p, announced_send});
     try {
       n.req = host_.post_send(p, notice_tag(links_[std::size_t(p)].notices_sent), std::as_bytes(std::span{&n.body, 1}));
     } catch (...) {

@@ -15,8 +15,8 @@ namespace collectives::shm_detail {
 // FNV-1a: a name, not a secret; the segment's 0600 mode is what keeps others out.
 inline std::uint64_t fingerprint(std::string_view text) {
   std::uint64_t h = 14695981039346656037ull;
-  for (const unsigned char c : text) {
-    h ^= c;
+  for (const char c : text) {
+    h ^= static_cast<unsigned char>(c);
     h *= 1099511628211ull;
   }
   return h;

@@ -146,8 +146,8 @@ inline mesh connect_mesh(asio::io_context& io, int rank, int size, bootstrap::ke
   std::jthread lookup([s, &store, &io, key_prefix, rank, until] {
     try {
       for (int peer = 0; peer < rank; ++peer) {
-        const auto where = parse_endpoint(store.get(key_prefix + std::to_string(peer), until));
-        asio::post(io, [s, peer, where] { connect_to(s, peer, where, std::chrono::milliseconds{10}); });
+        const auto peer_endpoint = parse_endpoint(store.get(key_prefix + std::to_string(peer), until));
+        asio::post(io, [s, peer, peer_endpoint] { connect_to(s, peer, peer_endpoint, std::chrono::milliseconds{10}); });
       }
     } catch (const error& e) {  // a rank that never published, or published garbage: say which
       const auto code = static_cast<errc>(e.code().value());
