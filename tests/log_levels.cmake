@@ -51,5 +51,5 @@ execute_process(COMMAND ${CMAKE_COMMAND} -E env COLLECTIVES_DEBUG=LOUD ${PROGRAM
 if(NOT status EQUAL 0)
   message(FATAL_ERROR "COLLECTIVES_DEBUG=LOUD: the program failed (${status}):\n${out}\n${log}")
 endif()
-expect(LOUD "collectives WARN: COLLECTIVES_DEBUG=LOUD is not a choice \\(expected WARN, INFO, DEBUG, TRACE, warn, info, debug, trace, 0 or 1\\)[^\n]*; logging warnings only" YES)
+expect(LOUD "collectives WARN: COLLECTIVES_DEBUG=LOUD is not a choice \\(expected WARN, INFO, DEBUG, TRACE, warn, info, debug, trace, 0, 1, 2 or 3\\)[^\n]*; logging warnings only" YES)
 message(STATUS "every level prints what it should")

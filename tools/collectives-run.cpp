@@ -426,8 +426,8 @@ class supervisor {
   }
 
  private:
-  // If a rank cannot be started, the job ends at once: the ranks already started
-  // die with the launcher (PR_SET_PDEATHSIG).
+  // Every rank is started, so that a failure to start is reported once for all the
+  // ranks it stops (give_up_start); the ranks started meanwhile are then killed.
   void start_ranks() {
     for (auto& rank : ranks_) start_rank(rank);
   }
@@ -509,6 +509,9 @@ class supervisor {
         stream->finish();
       }
     }
+    // The ranks killed during their start-up are the ones that leave segments behind.
+    if (const auto leftovers = collectives_run::clean_shm_leftovers(job_.token, job_.keep_shm); !leftovers.empty())
+      say(leftovers);
     return exit_cannot_run;
   }
 

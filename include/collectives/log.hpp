@@ -18,12 +18,12 @@ namespace collectives::log {
 
 enum class level { warn = 1, info = 2, debug = 3, trace = 4 };
 
-// The level a COLLECTIVES_DEBUG word names, in either case; 0 and 1 are WARN and INFO.
+// The level a COLLECTIVES_DEBUG word names, in either case, or by its number from 0.
 inline std::optional<level> level_named(std::string_view word) {
   static constexpr std::pair<std::string_view, level> names[] = {
       {"WARN", level::warn}, {"warn", level::warn}, {"0", level::warn},   {"INFO", level::info},
       {"info", level::info}, {"1", level::info},    {"DEBUG", level::debug}, {"debug", level::debug},
-      {"TRACE", level::trace}, {"trace", level::trace}};
+      {"TRACE", level::trace}, {"trace", level::trace}, {"2", level::debug}, {"3", level::trace}};
   for (const auto& [name, l] : names)
     if (word == name) return l;
   return std::nullopt;

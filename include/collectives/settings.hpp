@@ -78,9 +78,9 @@ inline constexpr variable table[] = {
      "checks before each collective that every rank made the same call"},
     {"COLLECTIVES_PROGRESS_THREAD", kind::flag, 0, 0, "", "off",
      "every communicator starts a thread that advances its non-blocking calls while the rank computes"},
-    {"COLLECTIVES_DEBUG", kind::choice, 0, 0, "WARN INFO DEBUG TRACE warn info debug trace 0 1", "WARN",
+    {"COLLECTIVES_DEBUG", kind::choice, 0, 0, "WARN INFO DEBUG TRACE warn info debug trace 0 1 2 3", "WARN",
      "INFO (or info, 1) also logs what each communicator set up and which algorithm each call chose; DEBUG "
-     "every call as it ends; TRACE every step of every call"},
+     "(2) every call as it ends; TRACE (3) every step of every call"},
     {"COLLECTIVES_TRACE", kind::text, 0, 0, "", "unset: no trace",
      "a file to write a timeline of every call and its steps to (Chrome trace-event JSON), one per process"},
     {"COLLECTIVES_RUN_KEEP_SHM", kind::flag, 0, 0, "", "off",

@@ -366,16 +366,23 @@ TEST_CASE("Slurm without MASTER_ADDR and MASTER_PORT: one node, or the step's fi
            {"SLURM_STEP_TASKS_PER_NODE", "4"},
            {"SLURM_JOB_ID", "81234"},
            {"SLURM_STEP_ID", "2"}});
+  // Not under srun (a batch script's own shell): no step, nothing derived.
+  CHECK(config_error().starts_with("SLURM_PROCID is set but SLURM_STEP_NODELIST is not: this process is not a task of "
+                                   "an srun step"));
+  env.set("SLURM_STEP_NODELIST", "node07");
   CHECK(detect_launch().job_on_this_host == "slurm job 81234 step 2");
 
   env.set("SLURM_STEP_TASKS_PER_NODE", "2(x2)");  // two nodes
+  env.set("SLURM_JOB_ID", "");  // no job id: no port
   CHECK(config_error().starts_with("MASTER_ADDR is not set: a job started by Slurm puts the job's ranks on more than "
-                                   "one host (2 of 4 here) and gives no node list (SLURM_STEP_NODELIST)"));
+                                   "one host (2 of 4 here) and gives no node list (SLURM_STEP_NODELIST) or no job id"));
+  env.set("SLURM_JOB_ID", "81234");
   env.set({{"SLURM_JOB_NODELIST", "other[1-4]"}, {"SLURM_STEP_NODELIST", "node[07-09,12],gpu1"}});
   auto info = detect_launch();
   CHECK(info.job_on_this_host.empty());
   CHECK(info.master_addr == "node07");  // the step's list before the job's
   CHECK(info.master_port == 20000 + 234 * 10 + 2);
+  CHECK(info.derived_port_of_job == "slurm job 81234 step 2");  // keeps jobs on one port apart
   env.set("MASTER_PORT", "29500");  // what is given wins, the rest is derived
   info = detect_launch();
   CHECK(info.master_addr == "node07");

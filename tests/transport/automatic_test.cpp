@@ -33,7 +33,7 @@ bool same_costs(const coll::link_costs& a, const coll::link_costs& b) {
 
 coll::bootstrap::launch_info job(int rank, int size, int local_size) {
   return {.rank = rank, .size = size, .local_rank = rank % local_size, .local_size = local_size, .master_addr = {},
-          .master_port = 0, .origin = "arguments", .launcher_store_prefix = {}, .job_on_this_host = {}};
+          .master_port = 0, .origin = "arguments", .launcher_store_prefix = {}, .job_on_this_host = {}, .derived_port_of_job = {}};
 }
 
 coll::automatic_options choosing(coll::transport_selection selection) {

@@ -363,7 +363,7 @@ void ranks_sum_their_ranks(int size, Make make) {
 TEST_CASE("ranks join through the TCP store served by rank 0, given rank, size and address in code") {
   const auto port = free_port();
   ranks_sum_their_ranks(3, [&](int r) {
-    coll::bootstrap::launch_info job{.rank = r, .size = 3, .master_addr = "127.0.0.1", .master_port = port, .origin = "arguments", .launcher_store_prefix = {}, .job_on_this_host = {}};
+    coll::bootstrap::launch_info job{.rank = r, .size = 3, .master_addr = "127.0.0.1", .master_port = port, .origin = "arguments", .launcher_store_prefix = {}, .job_on_this_host = {}, .derived_port_of_job = {}};
     return coll::tcp::join(job, token, loopback());
   });
 }
@@ -373,7 +373,7 @@ TEST_CASE("ranks join over IPv6 loopback") {
   auto options = loopback();
   options.interface = "::1";
   ranks_sum_their_ranks(2, [&](int r) {
-    coll::bootstrap::launch_info job{.rank = r, .size = 2, .master_addr = "[::1]", .master_port = port, .origin = "arguments", .launcher_store_prefix = {}, .job_on_this_host = {}};
+    coll::bootstrap::launch_info job{.rank = r, .size = 2, .master_addr = "[::1]", .master_port = port, .origin = "arguments", .launcher_store_prefix = {}, .job_on_this_host = {}, .derived_port_of_job = {}};
     return coll::tcp::join(job, token, options);
   });
 }

@@ -379,7 +379,7 @@ class executor {
     e.failed = failed;
     std::strncpy(e.name, trace_context_->name, sizeof e.name - 1);
     if (trace::enabled()) trace::recorder::instance().record(e);
-    if (log::enabled(log::level::debug)) log::debug(trace::detail::line_of(e, trace_context_->name));
+    log_event(log::level::debug, e);
     trace_context_ = nullptr;
   }
 
@@ -394,7 +394,16 @@ class executor {
     e.peer = peer;
     e.kind = kind;
     if (trace::enabled()) trace::recorder::instance().record(e);
-    if (log::enabled(log::level::trace)) log::trace(trace::detail::line_of(e, trace_context_ ? trace_context_->name : "a call"));
+    log_event(log::level::trace, e);
+  }
+
+  // An event as a DEBUG or TRACE line; a line that cannot be made (no memory) is left out.
+  void log_event(log::level at, const trace::event& e) noexcept {
+    if (!log::enabled(at)) return;
+    try {
+      log::write(at, trace::detail::line_of(e, trace_context_ ? trace_context_->name : "a call"));
+    } catch (...) {
+    }
   }
 
   // A fused receive reduces in the transport, piece by piece as its bytes arrive: when

@@ -36,6 +36,11 @@ struct launch_info {
   // COLLECTIVES_STORE_DIR was given: the launcher's name for the job, which the ranks
   // meet under in a private directory of this host (rendezvous.hpp).
   std::string job_on_this_host;
+  // Set when the store's port was derived from the launcher's job ids (Slurm): the job's
+  // name. Two jobs may derive the same port; with the public default token, the tcp
+  // transport mixes this into the token, so that they refuse each other instead of
+  // meeting.
+  std::string derived_port_of_job;
 };
 
 namespace detail {
@@ -203,6 +208,12 @@ namespace detail {
 // id. `address` and `port` are those the environment gives, if any.
 inline void derive_rendezvous(launch_info& info, const std::optional<std::string>& address,
                               const std::optional<std::string>& port) {
+  // A batch script's own shell has Slurm's ranks (0 of N) too, and no step: deriving there
+  // would have it wait for N - 1 ranks that never come.
+  if (info.origin == "Slurm" && !variable("SLURM_STEP_NODELIST"))
+    throw error(errc::invalid_config,
+                "SLURM_PROCID is set but SLURM_STEP_NODELIST is not: this process is not a task of an srun step "
+                "(a batch script itself?); start the ranks with srun, or set MASTER_ADDR and MASTER_PORT");
   const bool one_host = info.local_size == info.size;
   if (!address && !port && one_host) {
     if (auto job = job_name_on_this_host(info.origin)) {
@@ -214,7 +225,10 @@ inline void derive_rendezvous(launch_info& info, const std::optional<std::string
     if (address) info.master_addr = *address;
     else if (auto host = slurm_first_host()) info.master_addr = std::move(*host);
     if (!port)
-      if (const auto derived = slurm_store_port()) info.master_port = *derived;
+      if (const auto derived = slurm_store_port()) {
+        info.master_port = *derived;
+        info.derived_port_of_job = job_name_on_this_host(info.origin).value_or("");
+      }
     if (!info.master_addr.empty() && (port || info.master_port != 0)) return;
   }
   const char* missing = address ? "MASTER_PORT" : "MASTER_ADDR";

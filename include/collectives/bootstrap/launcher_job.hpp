@@ -14,7 +14,6 @@
 #include <string>
 #include <string_view>
 
-#include "../error.hpp"
 #include "../settings.hpp"
 #include "hostlist.hpp"
 

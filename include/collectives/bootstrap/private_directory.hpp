@@ -33,10 +33,13 @@ inline std::filesystem::path private_directory_parent() {
 inline std::filesystem::path open_private_directory(const std::string& job) {
   const auto path = private_directory_parent() /
                     ("collectives-" + std::to_string(::getuid()) + "-" + detail::sha256_hex(job).substr(0, 24));
-  if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST)
+  if (::mkdir(path.c_str(), 0700) == 0) {
+    ::chmod(path.c_str(), 0700);  // whatever the umask took away: the checks below want exactly this
+  } else if (errno != EEXIST) {
     throw error(errc::invalid_config, "cannot make the job's directory " + path.string() + " (for " + job +
                                           "): " + std::system_category().message(errno) +
                                           "; set COLLECTIVES_STORE_DIR, or MASTER_ADDR and MASTER_PORT");
+  }
   struct stat info {};
   if (::lstat(path.c_str(), &info) != 0 || !S_ISDIR(info.st_mode) || info.st_uid != ::getuid() ||
       (info.st_mode & 077) != 0)

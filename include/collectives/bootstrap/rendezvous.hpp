@@ -7,6 +7,8 @@
 #pragma once
 
 #include <chrono>
+#include <map>
+#include <mutex>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -93,11 +95,21 @@ inline std::string fresh_secret() {
   return text;
 }
 
+// Each communicator of the job meets in a directory of its own, numbered in the order
+// this process creates them (the same order on every rank): the last rank to leave one
+// removes it while faster ranks may already be meeting in the next.
+inline std::string communicator_on_this_host(const std::string& job) {
+  static std::mutex mutex;
+  static std::map<std::string, int> opened;
+  std::lock_guard lock(mutex);
+  return job + " communicator " + std::to_string(opened[job]++);
+}
+
 // The ranks of a job on this host meet in a directory only this user can enter, made
 // for the job the launcher named.
 inline store_session open_private_store(const launch_info& launch, const auth::job_token& token, deadline until) {
   store_session session;
-  session.private_directory = open_private_directory(launch.job_on_this_host);
+  session.private_directory = open_private_directory(communicator_on_this_host(launch.job_on_this_host));
   session.ranks = launch.size;
   session.store = std::make_unique<file_store>(session.private_directory);
   if (token.is_public_default()) {

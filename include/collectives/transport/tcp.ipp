@@ -8,7 +8,11 @@
 
 namespace collectives {
 
-tcp tcp::join(const bootstrap::launch_info& launch, const auth::job_token& token, tcp_options options) {
+tcp tcp::join(const bootstrap::launch_info& launch, const auth::job_token& given_token, tcp_options options) {
+  // Jobs whose derived store ports meet must not admit each other (launch_info).
+  const auth::job_token token = given_token.is_public_default() && !launch.derived_port_of_job.empty()
+                                    ? auth::job_token(given_token.secret() + "|" + launch.derived_port_of_job)
+                                    : given_token;
   if (options.route_to.empty()) options.route_to = launch.master_addr;
   if (launch.size == 1) return tcp(launch.rank, 1, nullptr, token, std::move(options));  // nobody to meet
   auto session = bootstrap::open_store(launch, token, clock::now() + options.startup_timeout);
