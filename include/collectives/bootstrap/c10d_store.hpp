@@ -100,7 +100,8 @@ class c10d_store final : public key_value_store {
     if (!why.empty())
       throw error(errc::protocol_error,
                   where() + " does not answer as torch 1.13's TCPStore does (" + why +
-                      "); the TCPStore of torch 2.x, which expects a handshake first, is not supported");
+                      "); the TCPStore of torch 2.x, which expects a handshake first, is not supported: set "
+                      "COLLECTIVES_STORE_DIR to a directory every rank shares to meet there instead");
   }
 
   void set(const std::string& key, const std::string& value) override {
