@@ -231,7 +231,7 @@ TEST_CASE("a rank other than 0 that finds another program on MASTER_PORT says so
 TEST_CASE("the ranks of one host meet in a private directory, agree on a fresh token, and the last one removes it") {
   store_dir_variable no_dir(std::nullopt);
   const std::string job = "test job " + std::to_string(::getpid()) + " " + std::to_string(clock::now().time_since_epoch().count());
-  const auto directory = boot::open_private_directory(job);  // where the ranks will meet
+  const auto directory = boot::open_private_directory(job + " communicator 0");  // where the ranks will meet
   struct stat info {};
   REQUIRE(::lstat(directory.c_str(), &info) == 0);
   CHECK((info.st_mode & 0777) == 0700);
@@ -271,6 +271,42 @@ TEST_CASE("the ranks of one host meet in a private directory, agree on a fresh t
     CHECK(std::filesystem::exists(directory));  // rank 1 is still in it
   }
   CHECK(!std::filesystem::exists(directory));
+}
+
+TEST_CASE("communicators made one after another on one host each meet in a directory of their own") {
+  // A rank that is done with one communicator goes on to the next while another still
+  // leaves the first: the last one out must remove only the first one's directory.
+  store_dir_variable no_dir(std::nullopt);
+  const std::string job = "back to back " + std::to_string(::getpid()) + " " + std::to_string(clock::now().time_since_epoch().count());
+  constexpr int communicators = 4;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 3; ++r)
+    ranks.emplace_back([&, r] {
+      for (int c = 0; c < communicators; ++c) {
+        try {
+          auto launch = rank_of(r, 3, "", 0);
+          launch.job_on_this_host = job;
+          auto session = boot::open_store(launch, auth::job_token::from_env(false), clock::now() + 5s);
+          session.store->set("address/" + std::to_string(r), std::to_string(c));
+          for (int other = 0; other < 3; ++other)
+            if (session.store->get("address/" + std::to_string(other), clock::now() + 5s) != std::to_string(c)) ++failures;
+          if (r == 1) std::this_thread::sleep_for(20ms);  // the last to leave, while the others go on
+        } catch (const std::exception& e) {
+          const std::string text = "rank " + std::to_string(r) + ", communicator " + std::to_string(c) + ": " + e.what();
+          MESSAGE(text);
+          ++failures;
+        }
+      }
+    });
+  for (auto& t : ranks) t.join();
+  CHECK(failures == 0);
+  for (int c = 0; c < communicators; ++c) {
+    const auto directory = boot::private_directory_parent() /
+                           ("collectives-" + std::to_string(::getuid()) + "-" +
+                            collectives::bootstrap::detail::sha256_hex(job + " communicator " + std::to_string(c)).substr(0, 24));
+    CHECK_MESSAGE(!std::filesystem::exists(directory), directory.string());
+  }
 }
 
 TEST_CASE("a private directory that another user could have made is refused") {

@@ -96,20 +96,20 @@ inline std::string fresh_secret() {
 }
 
 // Each communicator of the job meets in a directory of its own, numbered in the order
-// this process creates them (the same order on every rank): the last rank to leave one
+// each rank creates them (the same order on every rank): the last rank to leave one
 // removes it while faster ranks may already be meeting in the next.
-inline std::string communicator_on_this_host(const std::string& job) {
+inline std::string communicator_on_this_host(const std::string& job, int rank) {
   static std::mutex mutex;
-  static std::map<std::string, int> opened;
+  static std::map<std::pair<std::string, int>, int> opened;  // by rank too: ranks may be threads of one process
   std::lock_guard lock(mutex);
-  return job + " communicator " + std::to_string(opened[job]++);
+  return job + " communicator " + std::to_string(opened[{job, rank}]++);
 }
 
 // The ranks of a job on this host meet in a directory only this user can enter, made
 // for the job the launcher named.
 inline store_session open_private_store(const launch_info& launch, const auth::job_token& token, deadline until) {
   store_session session;
-  session.private_directory = open_private_directory(communicator_on_this_host(launch.job_on_this_host));
+  session.private_directory = open_private_directory(communicator_on_this_host(launch.job_on_this_host, launch.rank));
   session.ranks = launch.size;
   session.store = std::make_unique<file_store>(session.private_directory);
   if (token.is_public_default()) {
