@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages the build and the tests need, if any is missing.
+# Installs the Debian 12 packages the build and the tests need, if any is missing
+# (with --build-only, those of the build alone).
 set -euo pipefail
 packages=(g++ clang cmake make doctest-dev libboost-dev libssl-dev iproute2 libbenchmark-dev pkgconf groff-base)
 # Installed without what they recommend:
@@ -11,10 +12,12 @@ packages=(g++ clang cmake make doctest-dev libboost-dev libssl-dev iproute2 libb
 # - PyTorch, for the tests under torchrun and against its TCPStore: about 130 MB to
 #   download and 40 s to install without its recommends (media and GPU libraries).
 packages_without_recommends=(mpich openmpi-bin munge slurmctld slurmd slurm-client python3-torch)
+# --build-only: what building needs, not the launchers and PyTorch that only tests use.
+[ "${1:-}" = "--build-only" ] && packages_without_recommends=()
 missing=() missing_lean=()
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 for p in "${packages[@]}"; do installed "$p" || missing+=("$p"); done
-for p in "${packages_without_recommends[@]}"; do installed "$p" || missing_lean+=("$p"); done
+for p in "${packages_without_recommends[@]+"${packages_without_recommends[@]}"}"; do installed "$p" || missing_lean+=("$p"); done
 [ ${#missing[@]} -eq 0 ] && [ ${#missing_lean[@]} -eq 0 ] && exit 0
 sudo=""
 [ "$(id -u)" -ne 0 ] && sudo="sudo"

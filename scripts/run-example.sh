@@ -7,7 +7,7 @@
 # "$build/examples/01_ring_all_reduce" [ranks] [elements].)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh
+scripts/install-deps.sh --build-only
 build=${BUILD_DIR:-build}
 # The examples need the TCP transport (ON by default; said again here in case this
 # build folder was configured without it).
