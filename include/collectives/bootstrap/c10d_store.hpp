@@ -36,6 +36,7 @@
 #include <boost/asio/write.hpp>
 
 #include "../error.hpp"
+#include "blocking_socket.hpp"
 #include "store.hpp"
 #include "tcp_store_protocol.hpp"
 
@@ -257,7 +258,7 @@ class c10d_store final : public key_value_store {
     return error(errc::peer_lost, std::string("lost ") + where() + " during " + what + " key '" + key + "': " + why);
   }
 
-  static constexpr char timed_out_text[] = "no answer before the deadline";
+  static constexpr const char* timed_out_text = detail::no_answer_text;
 
   // Sends or reads bytes until done or `until`; returns why it failed, or an empty
   // string. A failure closes the connection, since a reply may still be on its way.
@@ -289,64 +290,18 @@ class c10d_store final : public key_value_store {
   }
 
   bool try_connect(deadline until, std::string& last_error) {
-    boost::system::error_code ec;
-    std::vector<tcp::endpoint> endpoints;
-    if (const auto address = boost::asio::ip::make_address(host_, ec); !ec) {
-      endpoints.emplace_back(address, port_);
-    } else {  // a name: resolved afresh on each try, since its record may appear late
-      tcp::resolver resolver(io_);
-      bool finished = false;
-      resolver.async_resolve(host_, std::to_string(port_), [&](auto error, auto results) {
-        finished = true;
-        ec = error;
-        for (const auto& entry : results) endpoints.push_back(entry.endpoint());
-      });
-      io_.restart();
-      io_.run_until(until);
-      if (!finished) {  // a lookup cannot be interrupted: this waits for the resolver's own timeout
-        resolver.cancel();
-        io_.restart();
-        io_.run();
-      }
-      if (ec || endpoints.empty()) {
-        last_error = "could not resolve " + host_ + ": " + (ec ? ec.message() : "no addresses");
-        return false;
-      }
-    }
-    for (const auto& endpoint : endpoints) {
-      socket_ = std::make_shared<tcp::socket>(io_);
-      bool finished = false;
-      socket_->async_connect(endpoint, [&](auto error) {
-        finished = true;
-        ec = error;
-      });
-      if (run_until(until, finished) && !ec) {
-        socket_->set_option(tcp::no_delay(true), ec);
-        return true;
-      }
-      last_error = detail::endpoint_text(endpoint) + ": " + (finished ? ec.message() : timed_out_text);
-      close();
-    }
-    return false;
+    auto socket = detail::connect_before(io_, host_, port_, until, last_error);
+    if (!socket) return false;
+    boost::system::error_code ignored;
+    socket->set_option(tcp::no_delay(true), ignored);
+    socket_ = std::move(socket);
+    return true;
   }
 
-  // Runs the io_context until `finished` or `until`. On the deadline the socket is
-  // closed and the aborted handlers run here too, so none outlives the caller's frame.
-  bool run_until(deadline until, const bool& finished) {
-    io_.restart();
-    io_.run_until(until);
-    if (finished) return true;
-    close();
-    io_.restart();
-    io_.run();
-    return false;
-  }
+  bool run_until(deadline until, const bool& finished) { return detail::run_until(io_, *socket_, until, finished); }
 
   void close() {
-    if (!socket_) return;
-    boost::system::error_code ignored;
-    socket_->shutdown(tcp::socket::shutdown_both, ignored);
-    socket_->close(ignored);
+    if (socket_) detail::close_socket(*socket_);
   }
 
   std::string host_;

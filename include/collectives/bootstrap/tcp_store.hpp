@@ -14,7 +14,6 @@
 #include <thread>
 #include <vector>
 
-#include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/read.hpp>
@@ -22,6 +21,7 @@
 
 #include "../error.hpp"
 #include "auth.hpp"
+#include "blocking_socket.hpp"
 #include "store.hpp"
 #include "tcp_store_protocol.hpp"
 #include "tcp_store_server.hpp"
@@ -130,42 +130,10 @@ class tcp_store final : public key_value_store {
   std::string where() const { return detail::endpoint_text(host_, port_); }
 
   bool try_connect(deadline until, std::string& last_error) {
-    boost::system::error_code ec;
-    std::vector<tcp::endpoint> endpoints;
-    if (const auto address = asio::ip::make_address(host_, ec); !ec) {
-      endpoints.emplace_back(address, port_);
-    } else {  // a name: resolve it afresh on each try, since its record may appear late
-      tcp::resolver resolver(io_);
-      bool finished = false;
-      resolver.async_resolve(host_, std::to_string(port_), [&](auto error, auto results) {
-        finished = true;
-        ec = error;
-        for (const auto& entry : results) endpoints.push_back(entry.endpoint());
-      });
-      io_.restart();
-      io_.run_until(until);
-      if (!finished) {  // the lookup itself cannot be interrupted: this waits for the resolver's own timeout
-        resolver.cancel();
-        io_.restart();
-        io_.run();
-      }
-      if (ec || endpoints.empty()) {
-        last_error = "could not resolve " + host_ + ": " + (ec ? ec.message() : "no addresses");
-        return false;
-      }
-    }
-    for (const auto& endpoint : endpoints) {
-      socket_ = std::make_shared<tcp::socket>(io_);
-      bool finished = false;
-      socket_->async_connect(endpoint, [&](auto error) {
-        finished = true;
-        ec = error;
-      });
-      if (run_until(until, finished) && !ec) return true;
-      last_error = detail::endpoint_text(endpoint) + ": " + (finished ? ec.message() : "no answer before the deadline");
-      close_socket();
-    }
-    return false;
+    auto socket = detail::connect_before(io_, host_, port_, until, last_error);
+    if (!socket) return false;
+    socket_ = std::move(socket);
+    return true;
   }
 
   // Sends one request and reads its reply. A get or wait may be parked by the server
@@ -215,23 +183,9 @@ class tcp_store final : public key_value_store {
     return result;
   }
 
-  // Runs the io_context until `finished` or `until`. On the deadline the socket is
-  // closed and the aborted handlers run here too, so none outlives the caller's frame.
-  bool run_until(deadline until, const bool& finished) {
-    io_.restart();
-    io_.run_until(until);
-    if (finished) return true;
-    close_socket();
-    io_.restart();
-    io_.run();
-    return false;
-  }
+  bool run_until(deadline until, const bool& finished) { return detail::run_until(io_, *socket_, until, finished); }
 
-  void close_socket() {
-    boost::system::error_code ignored;
-    socket_->shutdown(tcp::socket::shutdown_both, ignored);
-    socket_->close(ignored);
-  }
+  void close_socket() { detail::close_socket(*socket_); }
 
   void expect_ok(const answer& a, const char* what, const std::string& key) const {
     if (a.status != detail::store_status::ok)
