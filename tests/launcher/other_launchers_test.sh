@@ -150,10 +150,10 @@ EOF
   daemons+=("$work/slurmd.pid")
   local tries
   for tries in $(seq 100); do
-    [[ $(sinfo -h -o %t 2>/dev/null) == idle ]] && return
+    [[ $(timeout 2 sinfo -h -o %t 2>/dev/null) == idle ]] && return  # sinfo may wait on a slurmctld that does not answer
     sleep 0.1
   done
-  skip "the Slurm node did not become idle within 10 s: $(sinfo 2>&1 | tail -n 1); $(tail -n 3 "$work/slurmd.log")"
+  skip "the Slurm node did not become idle within 10 s: $(timeout 2 sinfo 2>&1 | tail -n 1); $(tail -n 3 "$work/slurmd.log")"
 }
 
 slurm() {
