@@ -5,13 +5,14 @@ set -euo pipefail
 packages=(g++ clang cmake make doctest-dev libboost-dev libssl-dev iproute2 libbenchmark-dev pkgconf groff-base)
 # Installed without what they recommend:
 # - the launchers that tests/launcher/other_launchers_test.sh runs programs under:
-#   Hydra's mpiexec (mpich), Open MPI's mpirun and a one-node Slurm cluster; without
-#   recommends no MPI development files come along (the build would find them), and
-#   mpich leaves mpirun and mpicc to Open MPI (its alternatives rank lower), while the
-#   tests name mpiexec.hydra and mpirun.openmpi explicitly either way;
+#   Hydra's mpiexec (mpich), Open MPI's mpirun and a one-node Slurm cluster; mpich
+#   leaves mpirun and mpicc to Open MPI (its alternatives rank lower), while the tests
+#   name mpiexec.hydra and mpirun.openmpi explicitly either way;
+# - Open MPI's development files, for the perf programs' Open MPI twin: with
+#   openmpi-bin's mpicxx and no headers, CMake's FindMPI stops the configure;
 # - PyTorch, for the tests under torchrun and against its TCPStore: about 130 MB to
 #   download and 40 s to install without its recommends (media and GPU libraries).
-packages_without_recommends=(mpich openmpi-bin munge slurmctld slurmd slurm-client python3-torch)
+packages_without_recommends=(mpich openmpi-bin libopenmpi-dev munge slurmctld slurmd slurm-client python3-torch)
 # --build-only: what building needs, not the launchers and PyTorch that only tests use.
 [ "${1:-}" = "--build-only" ] && packages_without_recommends=()
 missing=() missing_lean=()
