@@ -51,12 +51,17 @@ run() {
   status=$?
 }
 
-# A TCP port nothing listens on now (and not $1).
+# A TCP port no socket uses now (and not $1), below the kernel's range of ephemeral
+# ports: there a connection of a test running beside this one could take it before a
+# daemon binds it, and slurmctld then retries its bind while sinfo waits.
 free_port() {
-  local port
+  local port first=20000 count low
+  read -r low _ </proc/sys/net/ipv4/ip_local_port_range
+  count=$(( low - first ))
+  (( count >= 1000 )) || { first=61000; count=4000; }  # an unusual range: above the usual one
   while :; do
-    port=$(( 40000 + RANDOM % 20000 ))
-    [[ $port != "${1:-}" ]] && ! ss -Hltn "sport = :$port" | grep -q . && break
+    port=$(( first + RANDOM % count ))
+    [[ $port != "${1:-}" ]] && ! ss -Htan "sport = :$port" | grep -q . && break
   done
   echo "$port"
 }
@@ -148,12 +153,14 @@ EOF
   daemons+=("$work/slurmctld.pid")
   slurmd || skip "slurmd does not start: $(tail -n 3 "$work/slurmd.log")"
   daemons+=("$work/slurmd.pid")
-  local tries
-  for tries in $(seq 100); do
-    [[ $(timeout 2 sinfo -h -o %t 2>/dev/null) == idle ]] && return  # sinfo may wait on a slurmctld that does not answer
+  # Bounded by the clock, not by a number of tries: each sinfo may wait up to 2 s on a
+  # slurmctld that does not answer.
+  local deadline=$(( SECONDS + 15 ))
+  while (( SECONDS < deadline )); do
+    [[ $(timeout 2 sinfo -h -o %t 2>/dev/null) == idle ]] && return
     sleep 0.1
   done
-  skip "the Slurm node did not become idle within 10 s: $(timeout 2 sinfo 2>&1 | tail -n 1); $(tail -n 3 "$work/slurmd.log")"
+  skip "the Slurm node did not become idle within 15 s: $(timeout 2 sinfo 2>&1 | tail -n 1); $(tail -n 3 "$work/slurmd.log")"
 }
 
 slurm() {
