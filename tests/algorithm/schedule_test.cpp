@@ -13,6 +13,7 @@
 #include <vector>
 
 #include <collectives/algorithm/automatic.hpp>
+#include <collectives/algorithm/halving_doubling.hpp>
 #include <doctest/doctest.h>
 
 namespace coll = collectives;
@@ -333,6 +334,7 @@ TEST_CASE("all_reduce schedules: every rank gets every part exactly once") {
   each.template operator()<coll::ring>();
   each.template operator()<coll::double_binary_tree>();
   each.template operator()<coll::direct>();  // at these counts, one round
+  each.template operator()<coll::halving_doubling>();
   each.template operator()<direct_one_round>();
   each.template operator()<direct_two_rounds>();
 }
@@ -438,6 +440,7 @@ TEST_CASE("reduce_scatter schedules: rank r gets every part of chunk r exactly o
   };
   each.template operator()<coll::ring>();
   each.template operator()<coll::direct>();
+  each.template operator()<coll::halving_doubling>();
 }
 
 // Provenance check for collectives that only move data: element k of the output
@@ -513,6 +516,7 @@ TEST_CASE("data-moving schedules put every element where it belongs") {
   each.template operator()<coll::ring>();
   each.template operator()<coll::double_binary_tree>();
   each.template operator()<coll::direct>();
+  each.template operator()<coll::halving_doubling>();
 }
 
 TEST_CASE("barrier schedule: ceil(log2 P) rounds, and no rank finishes before hearing from all") {
@@ -546,6 +550,38 @@ TEST_CASE("ring all_reduce takes 2(P-1) steps") {
     CHECK(sends == coll::ring::all_reduce_steps(p));
     CHECK(recvs == 2 * (p - 1));
     CHECK(coll::ring::all_reduce_steps(p) == 2 * (p - 1));
+  }
+}
+
+TEST_CASE("halving_doubling: 2 log2 P steps at powers of two, two more to fold, the ring's bytes") {
+  for (int p : sizes) {
+    int lg = 0;
+    while ((2 << lg) <= p) ++lg;
+    const bool folded = (1 << lg) != p;
+    INFO("P=", p);
+    CHECK(coll::halving_doubling::all_reduce_steps(p) == 2 * lg + (folded ? 2 : 0));
+    const std::size_t n = 1024 * 1024;
+    for (int r = 0; r < p; ++r) {
+      INFO("rank ", r);
+      const coll::plan_request req{.rank = r, .size = p, .count = n, .element_size = 4, .slice_bytes = 64 * n};
+      const auto s = coll::halving_doubling::plan(coll::kind::all_reduce{}, req);
+      std::size_t sent = 0;
+      int sends = 0, receives = 0;
+      for (const auto& o : s.ops) {
+        if (o.kind == op_kind::send) sent += o.src.count, ++sends;
+        if (o.kind == op_kind::recv || o.kind == op_kind::recv_reduce) ++receives;
+      }
+      // A rank in the steps sends (P'-1)/P' of the buffer twice (plus, folded, the
+      // result to its partner); a folded rank sends its input once.
+      const auto p2 = std::size_t(1) << lg;
+      const bool folds_in = r < 2 * (p - int(p2)) && r % 2 == 0;
+      const bool takes_fold = r < 2 * (p - int(p2)) && r % 2 == 1;
+      const std::size_t want = folds_in ? n : 2 * (n - n / p2) + (takes_fold ? n : 0);
+      CHECK(sent == want);
+      // One slice per message: a message per step each way (the fold's one and back).
+      CHECK(sends == (folds_in ? 1 : 2 * lg + (takes_fold ? 1 : 0)));
+      CHECK(receives == (folds_in ? 1 : 2 * lg + (takes_fold ? 1 : 0)));
+    }
   }
 }
 
@@ -595,8 +631,9 @@ TEST_CASE("cost model: direct all_reduce takes one latency up to direct_policy's
   }
 }
 
-TEST_CASE("automatic: direct for tiny messages, ring for large commutative ones, never ring otherwise") {
-  const std::string_view ring = coll::ring::name, direct = coll::direct::name;
+TEST_CASE("automatic: direct for tiny messages; for large commutative ones halving-doubling at powers of two above 2, "
+          "else ring; neither for a non-commutative op") {
+  const std::string_view ring = coll::ring::name, direct = coll::direct::name, halving = coll::halving_doubling::name;
   for (int p : {2, 3, 4, 8, 16}) {
     INFO("P=", p);
     coll::plan_request tiny{.size = p, .count = 2, .element_size = 4};
@@ -605,13 +642,19 @@ TEST_CASE("automatic: direct for tiny messages, ring for large commutative ones,
     CHECK(coll::automatic::chosen_name(coll::kind::all_reduce{}, tiny) == direct);
     tiny.commutative = false;
     CHECK(coll::automatic::chosen_name(coll::kind::all_reduce{}, tiny) == direct);
-    CHECK(coll::automatic::chosen_name(coll::kind::all_reduce{}, large) == ring);
+    // The same bytes as ring in 2 log2 P steps instead of 2(P-1); at P = 2 they tie and
+    // ring, earlier in the list, wins; other P pay the fold's two whole buffers.
+    const bool power_of_two = (p & (p - 1)) == 0;
+    CHECK(coll::automatic::chosen_name(coll::kind::all_reduce{}, large) == (power_of_two && p > 2 ? halving : ring));
     large.commutative = false;
     CHECK(coll::automatic::chosen_name(coll::kind::all_reduce{}, large) != ring);
+    CHECK(coll::automatic::chosen_name(coll::kind::all_reduce{}, large) != halving);
     for (std::size_t n = 1; n < (std::size_t{1} << 28); n *= 3) {
       coll::plan_request any{.size = p, .count = n, .element_size = 4, .commutative = false};
-      CHECK(coll::automatic::chosen_name(coll::kind::all_reduce{}, any) != ring);
-      CHECK(coll::automatic::chosen_name(coll::kind::reduce{}, any) != ring);
+      for (const std::string_view chosen : {coll::automatic::chosen_name(coll::kind::all_reduce{}, any),
+                                            coll::automatic::chosen_name(coll::kind::reduce{}, any),
+                                            coll::automatic::chosen_name(coll::kind::reduce_scatter{}, any)})
+        CHECK((chosen != ring && chosen != halving));
     }
   }
 }
@@ -633,21 +676,42 @@ double direct_all_reduce(int p, double bytes, const coll::link_costs& c) {
   return 2.0 * c.latency_s + 2.0 * (p - 1) * c.per_message_s + 2.0 * share * c.seconds_per_byte +
          share * c.reduce_seconds_per_byte;
 }
-std::string_view cheapest(const coll::plan_request& r, double ring_s, double tree_s, double direct_s) {
-  if (!r.commutative) ring_s = std::numeric_limits<double>::infinity();
+// Halving-doubling on P' = 2^k <= P ranks; the other E = P - P' fold into a partner,
+// which costs two more messages of the whole buffer.
+double halving_doubling_all_reduce(int p, double bytes, const coll::link_costs& c) {
+  int k = 0;
+  while ((2 << k) <= p) ++k;
+  const double p2 = double(1 << k), folds = p > (1 << k) ? 1 : 0;
+  return (2 * k + 2 * folds) * (c.latency_s + c.per_message_s) +
+         (2 * bytes * (p2 - 1) / p2 + 2 * folds * bytes) * c.seconds_per_byte;
+}
+// The same for one phase of P parts of `part` bytes: the fold hands over the P parts
+// and back the own one.
+double halving_doubling_sharded(int p, double part, const coll::link_costs& c) {
+  int k = 0;
+  while ((2 << k) <= p) ++k;
+  const double p2 = double(1 << k), folds = p > (1 << k) ? 1 : 0;
+  return (k + 2 * folds) * (c.latency_s + c.per_message_s) +
+         (part * p * (p2 - 1) / p2 + folds * (part * p + part)) * c.seconds_per_byte;
+}
+std::string_view cheapest(const coll::plan_request& r, double ring_s, double tree_s, double direct_s,
+                          double halving_doubling_s = std::numeric_limits<double>::infinity()) {
+  if (!r.commutative) ring_s = halving_doubling_s = std::numeric_limits<double>::infinity();
   auto clearly_below = [](double a, double b) { return a < b * (1 - 1e-9); };
   std::string_view best = coll::ring::name;
   double best_s = ring_s;
   if (clearly_below(tree_s, best_s)) best = coll::double_binary_tree::name, best_s = tree_s;
-  if (clearly_below(direct_s, best_s)) best = coll::direct::name;
+  if (clearly_below(direct_s, best_s)) best = coll::direct::name, best_s = direct_s;
+  if (clearly_below(halving_doubling_s, best_s)) best = coll::halving_doubling::name;
   return best;
 }
 std::string_view all_reduce(const coll::plan_request& r) {
-  const double b = double(r.count) * r.element_size;
-  return cheapest(r, ring_all_reduce(r.size, b, r.costs), tree_all_reduce(r.size, b, r.costs), direct_all_reduce(r.size, b, r.costs));
+  const double b = double(r.count) * double(r.element_size);
+  return cheapest(r, ring_all_reduce(r.size, b, r.costs), tree_all_reduce(r.size, b, r.costs), direct_all_reduce(r.size, b, r.costs),
+                  halving_doubling_all_reduce(r.size, b, r.costs));
 }
 std::string_view rooted(const coll::plan_request& r) {
-  const double b = double(r.count) * r.element_size;
+  const double b = double(r.count) * double(r.element_size);
   const auto& c = r.costs;
   const int p = r.size;
   return cheapest(r, (p - 1) * (c.latency_s + c.per_message_s) + b * c.seconds_per_byte,
@@ -655,15 +719,16 @@ std::string_view rooted(const coll::plan_request& r) {
                   c.latency_s + (p - 1) * (c.per_message_s + b * c.seconds_per_byte));
 }
 std::string_view sharded(const coll::plan_request& r) {
-  double b = double(r.count) * r.element_size;
+  double b = double(r.count) * double(r.element_size);
   if (!r.counts.empty()) {
     b = 0;
-    for (auto n : r.counts) b = std::fmax(b, double(n) * r.element_size);
+    for (auto n : r.counts) b = std::fmax(b, double(n) * double(r.element_size));
   }
   const auto& c = r.costs;
   const int p = r.size;
   return cheapest(r, (p - 1) * (c.latency_s + c.per_message_s + b * c.seconds_per_byte),
-                  std::numeric_limits<double>::infinity(), c.latency_s + (p - 1) * (c.per_message_s + b * c.seconds_per_byte));
+                  std::numeric_limits<double>::infinity(), c.latency_s + (p - 1) * (c.per_message_s + b * c.seconds_per_byte),
+                  halving_doubling_sharded(p, b, c));
 }
 }  // namespace reference_choice
 

@@ -204,6 +204,7 @@ void every_call(coll::communicator<Tr>& comm) {
   every_type<coll::ring>(comm);
   every_type<coll::double_binary_tree>(comm);
   every_type<coll::direct>(comm);
+  every_type<coll::halving_doubling>(comm);
   every_type<coll::automatic>(comm);
   point_to_point<Tr, float>(comm);
   point_to_point<Tr, std::uint64_t>(comm);

@@ -128,6 +128,7 @@ class checker {
     all_reduce_case<coll::ring, T>(n, coll::sum{}, values::small, "sum");
     all_reduce_case<coll::double_binary_tree, T>(n, coll::sum{}, values::small, "sum");
     all_reduce_case<coll::direct, T>(n, coll::sum{}, values::small, "sum");
+    all_reduce_case<coll::halving_doubling, T>(n, coll::sum{}, values::small, "sum");
     all_reduce_in_place<T>(n);
     if (all_ops) {
       all_reduce_case<coll::automatic, T>(n, coll::prod{}, values::factors, "prod");

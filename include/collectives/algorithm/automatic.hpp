@@ -11,6 +11,7 @@
 #include "../concepts/algorithm.hpp"
 #include "../error.hpp"
 #include "direct.hpp"
+#include "halving_doubling.hpp"
 #include "ring.hpp"
 #include "schedule.hpp"
 #include "tree.hpp"
@@ -88,15 +89,17 @@ struct automatic_of {
 };
 
 // Deprecated with automatic::choose, the only thing that answers with it: the closed
-// list of algorithms automatic used to pick from (chosen_name names any of the list).
+// list of algorithms automatic picks from (chosen_name names any of the list).
 enum class algorithm_choice {
   ring,
   double_binary_tree,
   direct,
+  halving_doubling,
 };
 
-// The default list; its order breaks ties (ring, then the tree, then direct).
-struct automatic : automatic_of<ring, double_binary_tree, direct> {
+// The default list; its order breaks ties (ring, then the tree, then direct, then
+// halving-doubling).
+struct automatic : automatic_of<ring, double_binary_tree, direct, halving_doubling> {
   // Answers for the three algorithms the enum names, as it always did.
   template <class Kind>
   [[deprecated("use automatic::chosen_name")]] static algorithm_choice choose(Kind k, const plan_request& r)
@@ -105,6 +108,7 @@ struct automatic : automatic_of<ring, double_binary_tree, direct> {
     const std::string_view chosen = chosen_name(k, r);
     if (chosen == ring::name) return algorithm_choice::ring;
     if (chosen == double_binary_tree::name) return algorithm_choice::double_binary_tree;
+    if (chosen == halving_doubling::name) return algorithm_choice::halving_doubling;
     return algorithm_choice::direct;
   }
 };
@@ -114,6 +118,7 @@ struct automatic : automatic_of<ring, double_binary_tree, direct> {
     case algorithm_choice::ring: return ring::name;
     case algorithm_choice::double_binary_tree: return double_binary_tree::name;
     case algorithm_choice::direct: return direct::name;
+    case algorithm_choice::halving_doubling: return halving_doubling::name;
   }
   return "?";
 }
