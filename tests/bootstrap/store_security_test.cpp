@@ -18,6 +18,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 
+#include <collectives/bootstrap/limited_warnings.hpp>
 #include <collectives/bootstrap/tcp_store.hpp>
 
 #include "support.hpp"
@@ -217,6 +218,33 @@ TEST_CASE("strangers are refused during the handshake and the legitimate client 
   CHECK(log.find("wrong job token") != std::string::npos);
   CHECK(log.find("bad preamble") != std::string::npos);
   CHECK(log.find("no complete handshake within 300 ms") != std::string::npos);
+  // 155 refusals within seconds: five lines, then one that counts the rest.
+  std::size_t lines = 0;
+  for (auto at = log.find("refused a connection from"); at != std::string::npos; at = log.find("refused a connection from", at + 1))
+    ++lines;
+  CHECK(lines == 5);
+  CHECK(log.find(": refused connections: 150 more not shown (at most 5 lines per 10 s)") != std::string::npos);
+}
+
+TEST_CASE("limited warnings: a burst per window, then one line that counts what was left out") {
+  stderr_capture capture;
+  {
+    boot::limited_warnings limited("knocks", 3, 300ms);
+    for (int i = 0; i < 10; ++i) limited.warn("knock " + std::to_string(i));
+    std::this_thread::sleep_for(350ms);
+    limited.warn("knock after the window");
+    for (int i = 0; i < 4; ++i) limited.warn("knock again " + std::to_string(i));
+  }  // the last window's summary comes when the limiter ends
+  const auto log = capture.finish();
+  CHECK(log ==
+        "collectives WARN: knock 0\n"
+        "collectives WARN: knock 1\n"
+        "collectives WARN: knock 2\n"
+        "collectives WARN: knocks: 7 more not shown (at most 3 lines per 300 ms)\n"
+        "collectives WARN: knock after the window\n"
+        "collectives WARN: knock again 0\n"
+        "collectives WARN: knock again 1\n"
+        "collectives WARN: knocks: 2 more not shown (at most 3 lines per 300 ms)\n");
 }
 
 TEST_CASE("an admitted client that breaks the protocol is cut off without harm to others") {

@@ -27,6 +27,7 @@
 #include "../error.hpp"
 #include "../log.hpp"
 #include "auth.hpp"
+#include "limited_warnings.hpp"
 #include "store.hpp"
 #include "tcp_store_protocol.hpp"
 
@@ -92,6 +93,7 @@ struct store_server_core {
   std::uint16_t port = 0;
   store_data data;
   std::unordered_map<std::string, std::vector<std::weak_ptr<store_connection>>> waiting;  // parked requests by key
+  limited_warnings refusals{"store: refused connections"};  // a stranger may knock as often as it likes
 
   store_server_core(auth::job_token t, std::chrono::milliseconds limit) : token(std::move(t)), handshake_limit(limit) {}
   inline void accept();
@@ -241,8 +243,8 @@ void store_server_core::accept() {
         socket, token, auth::purpose::store,
         [this, socket, peer](auth::outcome result) {
           if (!result.accepted)
-            return log::warn("store on " + std::to_string(port) + " refused a connection from " + peer + ": " +
-                             result.why);
+            return refusals.warn("store on " + std::to_string(port) + " refused a connection from " + peer + ": " +
+                                 result.why);
           std::make_shared<store_connection>(*this, socket, peer)->read_request();
         },
         handshake_limit);
@@ -289,6 +291,7 @@ class tcp_store_server {
     if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
     if (ec) throw error(errc::invalid_config, "the store could not listen on " + where + ": " + ec.message());
     core_->port = acceptor.local_endpoint().port();
+    core_->refusals.name("store on " + std::to_string(core_->port) + ": refused connections");
     core_->accept();
     thread_ = std::jthread([core = core_.get()] {
       for (;;) {

@@ -16,6 +16,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "../../bootstrap/auth.hpp"
+#include "../../bootstrap/limited_warnings.hpp"
 #include "../../bootstrap/store.hpp"
 #include "../../concepts/transport.hpp"
 #include "../../error.hpp"
@@ -51,9 +52,11 @@ struct state {
   std::string failure;       // set when the start-up cannot succeed
   errc failure_code = errc::timeout;
   bool finished = false;
+  bootstrap::limited_warnings refusals;  // a stranger may knock as often as it likes
 
   state(asio::io_context& io, int r, int s, auth::job_token t, mesh_options o, deadline u)
-      : rank(r), size(s), token(std::move(t)), options(o), until(u), acceptor(io) {}
+      : rank(r), size(s), token(std::move(t)), options(o), until(u), acceptor(io),
+        refusals("rank " + std::to_string(r) + ": refused connections") {}
 
   void fail(errc code, std::string why) {
     if (!failure.empty()) return;
@@ -85,7 +88,7 @@ inline void accept_next(std::shared_ptr<state> s) {
         else if (o.accepted && s->result.peers[std::size_t(peer)]) why = "rank " + std::to_string(peer) + " is connected already";
         else if (o.accepted && s->finished) why = "the group is complete";
         if (why.empty()) return s->joined(peer, socket);
-        log::warn("rank " + std::to_string(s->rank) + " refused a connection from " + format_endpoint(from) + ": " + why);
+        s->refusals.warn("rank " + std::to_string(s->rank) + " refused a connection from " + format_endpoint(from) + ": " + why);
         boost::system::error_code ignore;
         socket->close(ignore);
       }, s->options.handshake_limit);
