@@ -60,6 +60,9 @@ inline constexpr variable table[] = {
      "the job's shared secret, which admits a rank to the store, connections and segments; collectives-run sets a fresh one"},
     {"COLLECTIVES_STORE_DIR", kind::text, 0, 0, "", "unset: the TCP store at MASTER_ADDR:MASTER_PORT",
      "a directory every rank shares, for a file store in place of the TCP store"},
+    {"COLLECTIVES_STORE_LISTEN", kind::choice, 0, 0, "master_addr any", "master_addr",
+     "where rank 0's TCP store listens: master_addr is MASTER_ADDR itself when it is an IP address of this host (a "
+     "loopback one: this host alone), every interface otherwise; any: every interface"},
     {"COLLECTIVES_SOCKET_IFNAME", kind::text, 0, 0, "", "the interface that routes to MASTER_ADDR",
      "the interface name or local address tcp listens on"},
     {"COLLECTIVES_SHM_SLOT_BYTES", kind::byte_size, 64, 64 * mib, "", "64K",

@@ -23,6 +23,7 @@
 
 #include <collectives/bootstrap/rendezvous.hpp>
 
+#include "../scoped_env.hpp"
 #include "support.hpp"
 
 namespace boot = collectives::bootstrap;
@@ -137,6 +138,30 @@ TEST_CASE("a rank with another job's token is refused by the TCP store") {
   CHECK(since(start) < 1s);
   rank0.store->set("still", "serving");
   CHECK(rank0.store->get("still", clock::now() + 1s) == "serving");
+}
+
+TEST_CASE("rank 0's store listens on MASTER_ADDR when it is an address, on every interface when told to") {
+  store_dir_variable no_dir(std::nullopt);
+  // Whether something accepts connections on 127.0.0.2 (also this host's loopback).
+  auto reachable_on_another_loopback = [](std::uint16_t port) {
+    boost::asio::io_context io;
+    tcp::socket socket(io);
+    boost::system::error_code ec;
+    socket.connect(tcp::endpoint(boost::asio::ip::make_address("127.0.0.2"), port), ec);
+    return !ec;
+  };
+  for (const char* listen : {static_cast<const char*>(nullptr), "master_addr", "any"}) {
+    INFO("COLLECTIVES_STORE_LISTEN=", listen ? listen : "(unset)");
+    scoped_env setting("COLLECTIVES_STORE_LISTEN", listen);
+    const auto port = free_port();
+    const auto session = boot::open_store(rank_of(0, 1, "127.0.0.1", port), auth::job_token("job"), clock::now() + 2s);
+    REQUIRE(session.server != nullptr);
+    CHECK(reachable_on_another_loopback(port) == (listen && std::string_view(listen) == "any"));
+  }
+  // A host name: every interface, since the name may mean another address elsewhere.
+  const auto port = free_port();
+  const auto session = boot::open_store(rank_of(0, 1, "localhost", port), auth::job_token("job"), clock::now() + 2s);
+  CHECK(reachable_on_another_loopback(port));
 }
 
 TEST_CASE("a busy MASTER_PORT on rank 0 is reported as such") {

@@ -21,6 +21,7 @@
 
 #include "../concepts/transport.hpp"
 #include "../error.hpp"
+#include "../log.hpp"
 #include "../settings.hpp"
 #include "auth.hpp"
 #include "c10d_store.hpp"
@@ -79,11 +80,22 @@ namespace detail {
 
 // Rank 0 listens on every address of MASTER_ADDR's family, so the other ranks reach it
 // by whichever of its addresses MASTER_ADDR names.
+// Where rank 0's store listens: MASTER_ADDR itself when it is an IP address (so that
+// 127.0.0.1 keeps the store to this host), unless COLLECTIVES_STORE_LISTEN=any. A host
+// name gets every interface: it may name another address here than elsewhere (Debian
+// maps a host's own name to 127.0.1.1).
 inline boost::asio::ip::tcp::endpoint store_listen_endpoint(const launch_info& launch) {
   boost::system::error_code ec;
   const auto address = boost::asio::ip::make_address(without_brackets(launch.master_addr), ec);
+  if (!ec && settings::choice("COLLECTIVES_STORE_LISTEN").value_or("master_addr") == "master_addr")
+    return {address, launch.master_port};
   const bool v6 = !ec && address.is_v6();
   return {v6 ? boost::asio::ip::tcp::v6() : boost::asio::ip::tcp::v4(), launch.master_port};
+}
+
+// The same port on every interface of the address's family.
+inline boost::asio::ip::tcp::endpoint every_interface(const boost::asio::ip::tcp::endpoint& e) {
+  return {e.address().is_v6() ? boost::asio::ip::tcp::v6() : boost::asio::ip::tcp::v4(), e.port()};
 }
 
 // 32 random bytes as 64 hex digits.
@@ -160,11 +172,21 @@ inline store_session open_store(const launch_info& launch, const auth::job_token
     throw error(errc::invalid_config,
                 "a TCP store needs MASTER_ADDR and MASTER_PORT (or set COLLECTIVES_STORE_DIR for a file store)");
   if (launch.rank == 0) {
+    const auto where = detail::store_listen_endpoint(launch);
+    const auto busy = [](const error& e) { return std::string_view(e.what()).find(detail::port_in_use) != std::string_view::npos; };
     try {
-      session.server = std::make_unique<tcp_store_server>(detail::store_listen_endpoint(launch), token);
+      try {
+        session.server = std::make_unique<tcp_store_server>(where, token);
+      } catch (const error& e) {
+        if (busy(e) || where.address().is_unspecified()) throw;
+        // MASTER_ADDR is not an address of this host (say, behind NAT): every interface.
+        log::info("MASTER_ADDR " + launch.master_addr + " cannot be listened on here (" + e.what() +
+                  "); the store listens on every interface");
+        session.server = std::make_unique<tcp_store_server>(detail::every_interface(where), token);
+      }
     } catch (const error& e) {
       const std::string port = "MASTER_PORT " + std::to_string(launch.master_port);
-      if (std::string_view(e.what()).find(detail::port_in_use) != std::string_view::npos)
+      if (busy(e))
         throw error(errc::invalid_config,
                     port + detail::port_in_use + " (another job, or an earlier run of this one?); choose a free port");
       throw error(errc::invalid_config, port + " cannot be served on this host: " + e.what());
