@@ -63,6 +63,26 @@ TEST_CASE("a rank calling another collective is named on every rank") {
   CHECK(mentions(messages[2], "rank 1 called broadcast"));
 }
 
+TEST_CASE("a rank that makes no call: the timeout names the caller's call and the silent rank, not the check's exchange") {
+  std::vector<std::string> messages(3);
+  coll::run_ranks(3, [&](comm& c) {
+    c.check_calls(true);
+    if (c.rank() == 2) return;  // makes no call
+    c.set_timeout(300ms);
+    try {
+      std::vector<double> v(1000, 1.0);
+      coll::all_reduce(c, v, coll::sum{});
+    } catch (const coll::error& e) {
+      messages[std::size_t(c.rank())] = (e.code() == coll::errc::timeout ? "" : "unexpected: ") + std::string(e.what());
+    }
+  }, 10s);
+  for (int r : {0, 1}) {
+    INFO(messages[std::size_t(r)]);
+    CHECK(messages[std::size_t(r)].starts_with("all_reduce: timed out after 300 ms on rank " + std::to_string(r) +
+                                               " in the call check (COLLECTIVES_CHECK_CALLS): rank(s) 2 made no collective call"));
+  }
+}
+
 TEST_CASE("each kind of difference is reported in words") {
   auto first_message = [](auto call) { return outcome(2, call)[0]; };
   CHECK(mentions(first_message([](comm& c) {

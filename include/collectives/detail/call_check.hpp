@@ -72,8 +72,24 @@ void check_same_call(communicator<Tr>& comm, const char* call, const plan_reques
   const schedule plan = direct::plan(kind::all_gather{}, {.rank = comm.rank(), .size = comm.size(), .count = 1});
   no_reduce none;
   executor_workspace<typename Tr::request> room;  // the check may run while a call it checks is being started
-  executor<Tr, call_signature, no_reduce>(plan, comm.transport(), {&mine, all.data()}, none, room)
-      .run(call_context::starting_now(call, comm.next_call(), comm.timeout()), [&] { return comm.in_flight().progress(); });
+  const auto ctx = call_context::starting_now(call, comm.next_call(), comm.timeout());
+  try {
+    executor<Tr, call_signature, no_reduce>(plan, comm.transport(), {&mine, all.data()}, none, room)
+        .run(ctx, [&] { return comm.in_flight().progress(); });
+  } catch (const error& e) {
+    if (e.code() != errc::timeout) throw;
+    // The executor would describe the check's own exchange ("to receive from rank 2
+    // (1 elements)"); the user made `call`, and the ranks that sent no signature (the
+    // executor cancelled every receive, so the slots of those that did are whole) never
+    // made a collective call.
+    std::string silent;
+    for (int q = 0; q < comm.size(); ++q)
+      if (all[std::size_t(q)].call[0] == '\0') silent += (silent.empty() ? "" : ", ") + std::to_string(q);
+    throw error(errc::timeout, std::string(call) + ": timed out after " + std::to_string(ctx.timeout_ms) + " ms on rank " +
+                                   std::to_string(comm.rank()) + " in the call check (COLLECTIVES_CHECK_CALLS): " +
+                                   (silent.empty() ? "every rank's call arrived too late"
+                                                   : "rank(s) " + silent + " made no collective call"));
+  }
   for (int q = 0; q < comm.size(); ++q)
     if (auto d = difference(all[std::size_t(q)], mine); !d.empty())
       throw error(errc::call_mismatch, std::string(call) + " on rank " + std::to_string(comm.rank()) + ": rank " +
