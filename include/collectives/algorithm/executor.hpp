@@ -67,8 +67,22 @@ namespace detail {
 // Reduces a piece of a fused receive into its target, with the target's types restored.
 template <class T, class Op>
 void reduce_piece(const fused_target& t, Op& op, std::size_t offset, std::span<const std::byte> piece) {
-  memory_ops<host_memory>::combine(static_cast<T*>(t.dst) + offset / sizeof(T), reinterpret_cast<const T*>(piece.data()),
-                                   piece.size() / sizeof(T), op, t.order);
+  T* dst = static_cast<T*>(t.dst) + offset / sizeof(T);
+  const std::size_t n = piece.size() / sizeof(T);
+  if (reinterpret_cast<std::uintptr_t>(piece.data()) % alignof(T) == 0) {
+    memory_ops<host_memory>::combine(dst, reinterpret_cast<const T*>(piece.data()), n, op, t.order);
+    return;
+  }
+  // A transport's read buffer need not be aligned for T (tcp's payloads follow frame
+  // headers), and reading a T there is undefined behaviour (UBSan reports it): such a
+  // piece goes through an aligned buffer on the stack, a few KiB at a time.
+  constexpr std::size_t room = sizeof(T) < 4096 ? 4096 / sizeof(T) : 1;
+  alignas(T) std::byte aligned[room * sizeof(T)];
+  for (std::size_t done = 0; done < n; done += room) {
+    const std::size_t k = n - done < room ? n - done : room;
+    std::memcpy(aligned, piece.data() + done * sizeof(T), k * sizeof(T));
+    memory_ops<host_memory>::combine(dst + done, reinterpret_cast<const T*>(aligned), k, op, t.order);
+  }
 }
 
 template <class T, class Op>
