@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The unit, store, transport and conformance tests built with clang under a sanitizer:
+#   scripts/run-sanitized-tests.sh address,undefined     # in build-asan
+#   scripts/run-sanitized-tests.sh thread                # in build-tsan
+# These are the tests whose code runs in one process with threads (inproc ranks, the
+# stores' and tcp's Asio threads, progress threads) or forks its ranks (shm, tcp), where
+# a sanitizer sees every rank; the collective grids, examples and launchers repeat the
+# same code at larger sizes and would multiply the time. Any finding fails the test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+sanitize=${1:?"which sanitizer: address,undefined or thread"}
+case $sanitize in
+  thread) build=${BUILD_DIR:-build-tsan} ;;
+  *) build=${BUILD_DIR:-build-asan} ;;
+esac
+tests=(schedule_test executor_test builtin_ops_test settings_test errors_test call_check_test call_handle_test
+       matching_test inproc_test shm_test tcp_test automatic_transport_test conformance_test
+       store_test store_security_test rendezvous_test progress_thread_test)
+scripts/install-deps.sh --build-only
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
+  -DCOLLECTIVES_SANITIZE="$sanitize" -DCOLLECTIVES_BUILD_TESTS=ON -DCOLLECTIVES_BUILD_EXAMPLES=OFF \
+  -DCOLLECTIVES_BUILD_BENCH=OFF -DCOLLECTIVES_WITH_CUDA=OFF -DCOLLECTIVES_GRIDS_AS_PROCESSES=OFF \
+  -DCOLLECTIVES_WITH_ASIO=ON -DCOLLECTIVES_REQUIRE_TCP=ON >/dev/null
+cmake --build "$build" -j "$(nproc)" --target "${tests[@]}"
+pattern=$(IFS='|'; echo "${tests[*]}")
+# halt_on_error: the first report fails the test; ASan's leak check stays on.
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+  ctest --test-dir "$build" -j "$(nproc)" --output-on-failure -R "^(${pattern})\$"
