@@ -78,8 +78,6 @@ struct store_session {
 
 namespace detail {
 
-// Rank 0 listens on every address of MASTER_ADDR's family, so the other ranks reach it
-// by whichever of its addresses MASTER_ADDR names.
 // Where rank 0's store listens: MASTER_ADDR itself when it is an IP address (so that
 // 127.0.0.1 keeps the store to this host), unless COLLECTIVES_STORE_LISTEN=any. A host
 // name gets every interface: it may name another address here than elsewhere (Debian
@@ -173,7 +171,9 @@ inline store_session open_store(const launch_info& launch, const auth::job_token
                 "a TCP store needs MASTER_ADDR and MASTER_PORT (or set COLLECTIVES_STORE_DIR for a file store)");
   if (launch.rank == 0) {
     const auto where = detail::store_listen_endpoint(launch);
-    const auto busy = [](const error& e) { return std::string_view(e.what()).find(detail::port_in_use) != std::string_view::npos; };
+    const auto busy = [](const error& e) {
+      return std::string_view(e.what()).find(detail::port_in_use) != std::string_view::npos;
+    };
     try {
       try {
         session.server = std::make_unique<tcp_store_server>(where, token);
