@@ -68,13 +68,7 @@ struct halving_doubling {
       b.recv(req.rank + 1, b.unfold_phase(), out);
       return std::move(b.s);
     }
-    if (req.rank < 2 * f.folded) {
-      b.copy(out, in);
-      b.recv_reduce(req.rank - 1, b.fold_phase(), out);
-      b.halve(out, bounds, n);
-    } else {
-      b.halve(out, bounds, n, in);
-    }
+    b.fold_in_and_halve(out, in, bounds, n);
     b.finalize(block(out, bounds, n, n + 1));
     b.double_up(out, bounds, n);
     if (req.rank < 2 * f.folded) b.send(req.rank - 1, b.unfold_phase(), out);
@@ -153,13 +147,7 @@ struct halving_doubling {
     }
     const region acc = b.s.reserve_scratch(total);
     const auto bounds = bounds_of_parts(f, displ);
-    if (req.rank < 2 * f.folded) {
-      b.copy(acc, in);
-      b.recv_reduce(req.rank - 1, b.fold_phase(), acc);
-      b.halve(acc, bounds, n);
-    } else {
-      b.halve(acc, bounds, n, in);
-    }
+    b.fold_in_and_halve(acc, in, bounds, n);
     b.finalize(block(acc, bounds, n, n + 1));
     auto part_of = [&](int old) { return region{acc.buffer, acc.offset + displ[std::size_t(old)], counts[std::size_t(old)]}; };
     b.copy(out, part_of(req.rank));
@@ -279,6 +267,18 @@ struct halving_doubling {
         if (first) copy(keep, in_initial(keep));
         recv_reduce(peer, halving_phase(step), keep);
         (upper ? lo : hi) = mid;
+      }
+    }
+
+    // This rank's `input` (laid out as `buf`) reduced into `buf` by the halving; a rank
+    // that takes a fold first combines its partner's whole input into its own there.
+    void fold_in_and_halve(region buf, region input, const std::vector<std::size_t>& bounds, int n) {
+      if (req_.rank < 2 * f_.folded) {
+        copy(buf, input);
+        recv_reduce(req_.rank - 1, fold_phase(), buf);
+        halve(buf, bounds, n);
+      } else {
+        halve(buf, bounds, n, input);
       }
     }
 
