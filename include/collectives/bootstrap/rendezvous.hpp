@@ -78,6 +78,11 @@ struct store_session {
 
 namespace detail {
 
+// The same port on every interface of the address's family.
+inline boost::asio::ip::tcp::endpoint every_interface(const boost::asio::ip::tcp::endpoint& e) {
+  return {e.address().is_v6() ? boost::asio::ip::tcp::v6() : boost::asio::ip::tcp::v4(), e.port()};
+}
+
 // Where rank 0's store listens: MASTER_ADDR itself when it is an IP address (so that
 // 127.0.0.1 keeps the store to this host), unless COLLECTIVES_STORE_LISTEN=any. A host
 // name gets every interface: it may name another address here than elsewhere (Debian
@@ -85,15 +90,10 @@ namespace detail {
 inline boost::asio::ip::tcp::endpoint store_listen_endpoint(const launch_info& launch) {
   boost::system::error_code ec;
   const auto address = boost::asio::ip::make_address(without_brackets(launch.master_addr), ec);
-  if (!ec && settings::choice("COLLECTIVES_STORE_LISTEN").value_or("master_addr") == "master_addr")
-    return {address, launch.master_port};
-  const bool v6 = !ec && address.is_v6();
-  return {v6 ? boost::asio::ip::tcp::v6() : boost::asio::ip::tcp::v4(), launch.master_port};
-}
-
-// The same port on every interface of the address's family.
-inline boost::asio::ip::tcp::endpoint every_interface(const boost::asio::ip::tcp::endpoint& e) {
-  return {e.address().is_v6() ? boost::asio::ip::tcp::v6() : boost::asio::ip::tcp::v4(), e.port()};
+  if (ec) return {boost::asio::ip::tcp::v4(), launch.master_port};
+  const boost::asio::ip::tcp::endpoint itself{address, launch.master_port};
+  if (settings::choice("COLLECTIVES_STORE_LISTEN").value_or("master_addr") == "master_addr") return itself;
+  return every_interface(itself);
 }
 
 // 32 random bytes as 64 hex digits.
