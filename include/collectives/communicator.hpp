@@ -2,6 +2,7 @@
 #pragma once
 
 #include <chrono>
+#include <concepts>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -12,6 +13,7 @@
 #include "algorithm/in_flight.hpp"
 #include "algorithm/plan_cache.hpp"
 #include "algorithm/progress_thread.hpp"
+#include "algorithm/shared_transport.hpp"
 #include "algorithm/workspace.hpp"
 #include "concepts/transport.hpp"
 #include "concepts/transport_selection.hpp"
@@ -21,6 +23,45 @@
 namespace collectives {
 
 inline constexpr std::chrono::milliseconds default_timeout{std::chrono::seconds{60}};
+
+namespace detail {
+
+// Where a communicator keeps its transport. A transport of its own lives in a
+// shared_transport, which the groups split from it share; a group's transport
+// (transport/subgroup.hpp) is a view that points at its job's shared_transport.
+template <class Transport>
+struct transport_holder {
+  explicit transport_holder(Transport t) : home(std::make_shared<shared_transport<Transport>>(std::move(t))) {}
+  Transport& get() noexcept { return home->transport; }
+  const Transport& get() const noexcept { return home->transport; }
+  shared_transport<Transport>& shared() const noexcept { return *home; }
+  const std::shared_ptr<shared_transport<Transport>>& share() const noexcept { return home; }
+  explicit operator bool() const noexcept { return home != nullptr; }
+  std::shared_ptr<shared_transport<Transport>> home;
+};
+
+template <class Transport>
+  requires requires(const Transport& t) {
+    { t.shared() } -> std::same_as<shared_transport<typename Transport::base_type>&>;
+  }
+struct transport_holder<Transport> {
+  explicit transport_holder(Transport t) : view(std::move(t)), held(true) {}
+  transport_holder(transport_holder&& o) noexcept : view(std::move(o.view)), held(std::exchange(o.held, false)) {}
+  transport_holder& operator=(transport_holder&& o) noexcept {
+    view = std::move(o.view);
+    held = std::exchange(o.held, false);
+    return *this;
+  }
+  Transport& get() noexcept { return view; }
+  const Transport& get() const noexcept { return view; }
+  auto& shared() const noexcept { return view.shared(); }
+  const auto& share() const noexcept { return view.shared_pointer(); }
+  explicit operator bool() const noexcept { return held; }
+  Transport view;
+  bool held;
+};
+
+}  // namespace detail
 
 template <class Transport>
 class communicator {
@@ -32,29 +73,35 @@ class communicator {
   // COLLECTIVES_PROGRESS_THREAD (a flag) starts a progress thread.
   explicit communicator(Transport transport, std::chrono::milliseconds timeout = default_timeout)
       : transport_(std::move(transport)), timeout_(timeout) {
+    {
+      auto turn = exclusive();
+      transport_.shared().calls_in_flight.push_back(in_flight_.get());
+    }
     if (settings::flag("COLLECTIVES_PROGRESS_THREAD").value_or(false)) start_progress_thread();
   }
   // Not while calls are in flight: they refer to the transport. A progress thread
   // moves along: it holds the calls in flight, which live on the heap.
   communicator(communicator&&) = default;
-  communicator& operator=(communicator&&) = default;  // progress_ before in_flight_: the old thread stops before its list goes
+  communicator& operator=(communicator&& o) noexcept {
+    if (this != &o) {
+      release();
+      transport_ = std::move(o.transport_);
+      timeout_ = o.timeout_;
+      calls_ = o.calls_;
+      plans_ = std::move(o.plans_);
+      workspace_ = std::move(o.workspace_);
+      in_flight_ = std::move(o.in_flight_);
+      algorithms_ = std::move(o.algorithms_);
+      hosts_ = std::move(o.hosts_);
+      check_calls_ = o.check_calls_;
+    }
+    return *this;
+  }
 
   // Non-blocking calls still in flight are waited for, each until its deadline, so
   // that no message lands in a buffer after this; one that does not finish by then
   // is cancelled, and its handle reports why.
-  ~communicator() {
-    if (!in_flight_) return;  // moved from
-    stop_progress_thread();
-    while (!in_flight_->empty()) {
-      try {
-        if (in_flight_->progress()) continue;
-        transport_.wait_for_activity(clock::now() + std::chrono::milliseconds(10));
-      } catch (...) {
-        break;
-      }
-    }
-    in_flight_->abandon_all(error(errc::aborted, "the communicator was destroyed while this call was in flight"));
-  }
+  ~communicator() { release(); }
 
   // A communicator for the job the environment describes, for transports that can
   // join one that way (shm, tcp, automatic_transport). The timeout comes from
@@ -72,11 +119,11 @@ class communicator {
     return settings::seconds("COLLECTIVES_TIMEOUT").value_or(default_timeout);
   }
 
-  int rank() const { return transport_.rank(); }
-  int size() const { return transport_.size(); }
+  int rank() const { return transport().rank(); }
+  int size() const { return transport().size(); }
 
-  Transport& transport() noexcept { return transport_; }
-  const Transport& transport() const noexcept { return transport_; }
+  Transport& transport() noexcept { return transport_.get(); }
+  const Transport& transport() const noexcept { return transport_.get(); }
 
   // Every blocking call fails with errc::timeout once this much time has passed.
   std::chrono::milliseconds timeout() const noexcept { return timeout_; }
@@ -105,7 +152,8 @@ class communicator {
   }
 
   // Wakes every pending and future operation of the whole group with errc::aborted.
-  void abort() { transport_.abort(); }
+  // A group split from a job shares its transport: aborting either aborts both.
+  void abort() { transport().abort(); }
 
   // Each collective call takes the next number, so messages of consecutive calls
   // never match each other. Every rank must make the same calls in the same order.
@@ -118,45 +166,82 @@ class communicator {
   in_flight_calls& in_flight() noexcept { return *in_flight_; }
 
   // Advances every call in flight without waiting; true when any of them moved.
-  // Testing or waiting for any handle does this too.
+  // Testing or waiting for any handle does this too. The calls of the groups that
+  // share this communicator's transport move as well.
   bool progress() {
     auto turn = exclusive();
-    return in_flight_->poll();
+    return transport_.shared().poll_all();
   }
 
   // A thread that advances the calls in flight while this rank computes, so that
   // they move without test() or progress() (docs/nonblocking.md#the-progress-thread).
   // Calls are still started from one thread at a time; handles may then be tested and
-  // waited for from any thread.
+  // waited for from any thread. One thread serves a job's communicator and every
+  // group split from it, whichever of them started it.
   void start_progress_thread() {
-    if (progress_) return;
-    progress_ = std::make_unique<progress_thread>([calls = in_flight_.get()] {
-      if (calls->empty()) return progress_thread::round::nothing_in_flight;
+    auto& shared = transport_.shared();
+    if (shared.progress) return;
+    shared.progress = std::make_unique<progress_thread>([&shared] {
+      if (shared.nothing_in_flight()) return progress_thread::round::nothing_in_flight;
       try {
-        return calls->poll() ? progress_thread::round::moved : progress_thread::round::waiting;
+        return shared.poll_all() ? progress_thread::round::moved : progress_thread::round::waiting;
       } catch (...) {  // the transport failed outside any call: every call ends with it, none waits on
-        calls->abandon_all(failure_of(std::current_exception()));
+        for (auto* calls : shared.calls_in_flight) calls->abandon_all(failure_of(std::current_exception()));
         return progress_thread::round::moved;
       }
     });
   }
   // Waits for the thread to end its round; the calls in flight stay, for the
-  // caller to advance. Not while this thread holds exclusive().
-  void stop_progress_thread() noexcept { progress_.reset(); }
-  bool has_progress_thread() const noexcept { return progress_ != nullptr; }
+  // caller to advance. Not while this thread holds exclusive(). Stops it for the
+  // groups that share it too.
+  void stop_progress_thread() noexcept { transport_.shared().progress.reset(); }
+  bool has_progress_thread() const noexcept { return transport_.shared().progress != nullptr; }
 
   // Held while this thread works on the transport or the calls in flight: it keeps
   // the progress thread out meanwhile. Does nothing when there is none.
-  [[nodiscard]] progress_thread::exclusive exclusive() { return progress_thread::exclusive(progress_.get()); }
+  [[nodiscard]] progress_thread::exclusive exclusive() {
+    return progress_thread::exclusive(transport_.shared().progress.get());
+  }
 
   // Sleeps until the progress thread has moved a call, or `call` has ended, or `until`.
   void await_progress(const in_flight_call& call, deadline until) {
-    if (progress_) progress_->await_round(until, [&] { return !call.running(); });
+    if (auto& thread = transport_.shared().progress) thread->await_round(until, [&] { return !call.running(); });
   }
 
   // A call has started: a progress thread idle for lack of calls looks again.
   void wake_progress() {
-    if (progress_) progress_->wake();
+    if (auto& thread = transport_.shared().progress) thread->wake();
+  }
+
+  // What a blocking call does while it waits: advances the calls in flight of this
+  // communicator and of the groups that share its transport.
+  bool progress_in_flight() { return transport_.shared().progress_all(); }
+
+  // Each rank's host (0, 1, ... in the order of their first ranks), learned by the
+  // first call whose algorithm needs it (detail/hosts.hpp); empty until then.
+  std::vector<int>& hosts() noexcept { return hosts_; }
+
+  // What this communicator shares with the groups split from it (split.hpp).
+  auto& shared() const noexcept { return transport_.shared(); }
+  const auto& share() const noexcept { return transport_.share(); }
+
+  // Groups of this communicator's ranks, each with a communicator of its own that
+  // sends through this one's transport (docs/groups.md). Every rank calls it, as a
+  // collective: ranks with the same color >= 0 form a group, ordered by key, then by
+  // rank here; a rank with a negative color gets std::nullopt. The group's
+  // communicator takes this one's timeout and call checking.
+  template <class Self = communicator>
+  auto split(int color, int key) {
+    static_assert(requires(Self& self) { split_communicator(self, 0, 0); },
+                  "collectives: comm.split needs <collectives/split.hpp> (or <collectives/collectives.hpp>)");
+    return split_communicator(static_cast<Self&>(*this), color, key);
+  }
+  // One group per host: the ranks that share this one's host, in rank order.
+  template <class Self = communicator>
+  auto split_by_host() {
+    static_assert(requires(Self& self) { split_communicator_by_host(self); },
+                  "collectives: comm.split_by_host needs <collectives/split.hpp> (or <collectives/collectives.hpp>)");
+    return split_communicator_by_host(static_cast<Self&>(*this));
   }
 
   // The executor's bookkeeping, reused from call to call.
@@ -171,14 +256,35 @@ class communicator {
   }
 
  private:
-  Transport transport_;
+  // Waits for this communicator's calls in flight (see the destructor) and leaves
+  // the transport's list. The progress thread stops with the last communicator
+  // that shares it.
+  void release() noexcept {
+    if (!transport_ || !in_flight_) return;  // moved from
+    auto& shared = transport_.shared();
+    const bool last = shared.calls_in_flight.size() == 1;
+    if (last) stop_progress_thread();
+    auto turn = exclusive();
+    while (!in_flight_->empty()) {
+      try {
+        if (in_flight_->progress()) continue;
+        transport().wait_for_activity(clock::now() + std::chrono::milliseconds(10));
+      } catch (...) {
+        break;
+      }
+    }
+    in_flight_->abandon_all(error(errc::aborted, "the communicator was destroyed while this call was in flight"));
+    std::erase(shared.calls_in_flight, in_flight_.get());
+  }
+
+  detail::transport_holder<Transport> transport_;
   std::chrono::milliseconds timeout_;
   std::uint64_t calls_ = 0;
   plan_cache plans_;
   executor_workspace<typename Transport::request> workspace_;
-  std::unique_ptr<progress_thread> progress_;  // before in_flight_: see the move assignment
   std::unique_ptr<in_flight_calls> in_flight_ = std::make_unique<in_flight_calls>();
   std::vector<std::pair<std::string, const char*>> algorithms_;
+  std::vector<int> hosts_;
   bool check_calls_ = settings::flag("COLLECTIVES_CHECK_CALLS").value_or(false);
 };
 

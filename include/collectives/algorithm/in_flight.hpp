@@ -144,6 +144,9 @@ class in_flight_calls {
 
   bool empty() const noexcept { return calls_.empty(); }
 
+  // Takes in what the transport has received (look_for_messages), without waiting.
+  bool look_for_messages() { return !calls_.empty() && calls_.front()->look_for_messages(); }
+
   // Ends every call still running with `why` (the communicator is going away).
   void abandon_all(const error& why) noexcept {
     for (auto& c : calls_) c->abandon(why);

@@ -75,7 +75,7 @@ void check_same_call(communicator<Tr>& comm, const char* call, const plan_reques
   const auto ctx = call_context::starting_now(call, comm.next_call(), comm.timeout());
   try {
     executor<Tr, call_signature, no_reduce>(plan, comm.transport(), {&mine, all.data()}, none, room)
-        .run(ctx, [&] { return comm.in_flight().progress(); });
+        .run(ctx, [&] { return comm.progress_in_flight(); });
   } catch (const error& e) {
     if (e.code() != errc::timeout) throw;
     // The executor would describe the check's own exchange ("to receive from rank 2
