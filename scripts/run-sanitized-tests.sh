@@ -5,7 +5,10 @@
 # These are the tests whose code runs in one process with threads (inproc ranks, the
 # stores' and tcp's Asio threads, progress threads) or forks its ranks (shm, tcp), where
 # a sanitizer sees every rank; the collective grids, examples and launchers repeat the
-# same code at larger sizes and would multiply the time. Any finding fails the test.
+# same code at larger sizes and would multiply the time. split_test runs a job's
+# communicator and its groups on one transport with one progress thread. TSan skips
+# the tests that run on one thread (the schedules, the executor, the ops, settings,
+# matching): ASan and UBSan check those. Any finding fails the test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sanitize=${1:?"which sanitizer: address,undefined or thread"}
@@ -13,9 +16,11 @@ case $sanitize in
   thread) build=${BUILD_DIR:-build-tsan} ;;
   *) build=${BUILD_DIR:-build-asan} ;;
 esac
-tests=(schedule_test executor_test builtin_ops_test settings_test errors_test call_check_test call_handle_test
-       matching_test inproc_test shm_test tcp_test automatic_transport_test conformance_test
-       store_test store_security_test rendezvous_test progress_thread_test)
+tests=(errors_test call_check_test call_handle_test inproc_test shm_test tcp_test automatic_transport_test
+       conformance_test store_test store_security_test rendezvous_test progress_thread_test split_test)
+if [[ $sanitize != thread ]]; then
+  tests+=(schedule_test executor_test builtin_ops_test settings_test matching_test)
+fi
 scripts/install-deps.sh --build-only
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
   -DCOLLECTIVES_SANITIZE="$sanitize" -DCOLLECTIVES_BUILD_TESTS=ON -DCOLLECTIVES_BUILD_EXAMPLES=OFF \

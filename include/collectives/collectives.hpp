@@ -17,5 +17,6 @@
 #include "reduce_scatter.hpp"
 #include "run_ranks.hpp"
 #include "scatter.hpp"
+#include "split.hpp"
 #include "transport/declarations.hpp"
 #include "transport/inproc.hpp"

@@ -11,7 +11,7 @@ set(layers
   "3 planning:    ^algorithm/ ^device/"
   "4 communicator: ^communicator\\.hpp$"
   "5 transports:  ^transport/"
-  "6 calls:       ^detail/ ^(all_gather|all_reduce|all_to_all|barrier|broadcast|completion_tokens|gather|gradient_bucketer|nonblocking|point_to_point|reduce|reduce_scatter|scatter|run_ranks)\\.hpp$"
+  "6 calls:       ^detail/ ^(all_gather|all_reduce|all_to_all|barrier|broadcast|completion_tokens|gather|gradient_bucketer|nonblocking|point_to_point|reduce|reduce_scatter|scatter|split|run_ranks)\\.hpp$"
   "7 umbrella:    ^collectives\\.hpp$ ^impl/")
 
 if(NOT INCLUDE_DIR)
