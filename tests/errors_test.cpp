@@ -497,6 +497,7 @@ TEST_CASE("ranks that disagree on an all_reduce's element count get a size error
   check.template operator()<coll::double_binary_tree>();
   check.template operator()<coll::direct>();
   check.template operator()<coll::halving_doubling>();
+  check.template operator()<coll::hierarchical<>>();
   check.template operator()<coll::automatic>();
 }
 
@@ -676,5 +677,6 @@ TEST_CASE("an exception from a user op leaves run_ranks as that exception, and n
   check.template operator()<coll::double_binary_tree>();
   check.template operator()<coll::direct>();
   check.template operator()<coll::halving_doubling>();
+  check.template operator()<coll::hierarchical<>>();
   check.template operator()<coll::automatic>();
 }

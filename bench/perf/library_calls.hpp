@@ -32,10 +32,12 @@ auto kind_of() {
   else return coll::kind::scatter{};
 }
 
-// The algorithms --algo names: automatic's candidates, then automatic itself, each by
-// its name; the flags keep their short spellings for two of them.
+// The algorithms --algo names: automatic's candidates, hierarchical (ring on each
+// host and across hosts), then automatic itself, each by its name; the flags keep
+// their short spellings for two of them.
 template <class... Candidates>
-auto with_automatic(coll::algorithm_list<Candidates...>) -> coll::algorithm_list<Candidates..., coll::automatic>;
+auto with_automatic(coll::algorithm_list<Candidates...>)
+    -> coll::algorithm_list<Candidates..., coll::hierarchical<>, coll::automatic>;
 using algorithms = decltype(with_automatic(coll::automatic::candidates{}));
 
 template <class A>

@@ -5,6 +5,7 @@
 #include <span>
 
 #include "algorithm/automatic.hpp"
+#include "algorithm/hierarchical.hpp"
 #include "detail/call.hpp"
 
 namespace collectives {

@@ -14,6 +14,7 @@
 
 #include <collectives/algorithm/automatic.hpp>
 #include <collectives/algorithm/halving_doubling.hpp>
+#include <collectives/algorithm/hierarchical.hpp>
 #include <doctest/doctest.h>
 
 namespace coll = collectives;
@@ -319,6 +320,26 @@ std::vector<std::vector<parts>> simulated_all_reduce(int p, std::size_t n) {
   return out;
 }
 
+// hierarchical<Intra, Inter> on ranks placed on hosts by `Layout`: blocks of two or
+// three (the last host short when P does not divide: the flat fallback), two hosts
+// taking turns, one host, a host per rank.
+enum class layout { blocks_of_2, blocks_of_3, alternating, one_host, alone };
+template <class Intra, class Inter, layout Layout>
+struct hierarchical_on {
+  static constexpr const char* name = "hierarchical";
+  static schedule plan(coll::kind::all_reduce k, coll::plan_request r) {
+    std::vector<int> hosts;
+    for (int q = 0; q < r.size; ++q)
+      hosts.push_back(Layout == layout::blocks_of_2   ? q / 2
+                      : Layout == layout::blocks_of_3 ? q / 3
+                      : Layout == layout::alternating ? q % 2
+                      : Layout == layout::one_host    ? 0
+                                                      : q);
+    r.hosts = hosts;
+    return coll::hierarchical<Intra, Inter>::plan(k, r);
+  }
+};
+
 }  // namespace
 
 TEST_CASE("all_reduce schedules: every rank gets every part exactly once") {
@@ -337,6 +358,37 @@ TEST_CASE("all_reduce schedules: every rank gets every part exactly once") {
   each.template operator()<coll::halving_doubling>();
   each.template operator()<direct_one_round>();
   each.template operator()<direct_two_rounds>();
+  each.template operator()<hierarchical_on<coll::ring, coll::ring, layout::blocks_of_2>>();
+  each.template operator()<hierarchical_on<coll::ring, coll::ring, layout::blocks_of_3>>();
+  each.template operator()<hierarchical_on<coll::direct, coll::halving_doubling, layout::alternating>>();
+  each.template operator()<hierarchical_on<coll::halving_doubling, coll::double_binary_tree, layout::blocks_of_2>>();
+  each.template operator()<hierarchical_on<coll::ring, coll::direct, layout::one_host>>();
+  each.template operator()<hierarchical_on<coll::ring, coll::ring, layout::alone>>();
+}
+
+TEST_CASE("hierarchical: only the host's part crosses between hosts, and the host's two parts keep their tags apart") {
+  // 3 hosts of 4 ranks: each rank sends to other hosts only Inter's all_reduce of its
+  // quarter (a ring of 3: 2 * 2/3 of it), and the rest of its bytes on its host.
+  const int p = 12, per_host = 4;
+  const std::size_t n = 1200;
+  std::vector<int> hosts;
+  for (int q = 0; q < p; ++q) hosts.push_back(q / per_host);
+  for (int r = 0; r < p; ++r) {
+    coll::plan_request req{.rank = r, .size = p, .count = n, .element_size = 4};
+    req.hosts = hosts;
+    const auto s = coll::hierarchical<coll::ring, coll::ring>::plan(coll::kind::all_reduce{}, req);
+    std::size_t across = 0, within = 0;
+    for (const auto& o : s.ops)
+      if (o.kind == op_kind::send) (hosts[std::size_t(o.peer)] == hosts[std::size_t(r)] ? within : across) += o.src.count;
+    INFO("rank ", r);
+    // No two messages to or from one peer share a tag: the host's two parts, both
+    // with the same neighbours, keep theirs apart.
+    std::set<std::tuple<op_kind, int, std::uint32_t>> seen;
+    for (const auto& o : s.ops)
+      if (o.peer >= 0) CHECK(seen.insert({o.kind == op_kind::send ? o.kind : op_kind::recv, o.peer, o.tag}).second);
+    CHECK(across == 2 * (n / per_host) * 2 / 3);             // ring all_reduce of n/4 over 3 hosts
+    CHECK(within == 2 * (n - n / per_host));                 // reduce-scatter and all-gather of n over 4
+  }
 }
 
 TEST_CASE("direct all_reduce: one round up to direct_policy's limit, with every message posted at once") {

@@ -146,6 +146,45 @@ TEST_CASE("all_reduce: a non-commutative op is applied in rank order by tree, di
   check_grid<mat2, mat_mul>();
 }
 
+// Ranks placed on hosts as a job of several hosts would be, declared through
+// comm.hosts(): blocks of two (the last short at odd P: the flat fallback), two hosts
+// taking turns, a host per rank. Every layout, op and count against the reference.
+template <class Intra, class Inter, class T, class Op>
+void check_hierarchical_layouts() {
+  using H = coll::hierarchical<Intra, Inter>;
+  const std::vector<std::pair<const char*, int (*)(int)>> layouts{
+      {"blocks of 2", [](int q) { return q / 2; }},
+      {"alternating", [](int q) { return q % 2; }},
+      {"a host each", [](int q) { return q; }}};
+  for (int p : rank_counts)
+    for (const auto& [name, host_of] : layouts)
+      for (std::size_t n : element_counts(p)) {
+        const auto given = all_inputs<T, Op>(p, n);
+        const auto want = reduced<T, Op>(given);
+        for (bool in_place : {false, true}) {
+          INFO(name, ": ", describe<H, T, Op>(p, n, in_place));
+          on_ranks(p, [&](comm& c) {
+            std::vector<int> hosts;
+            for (int q = 0; q < p; ++q) hosts.push_back(host_of(q));
+            c.hosts() = hosts;
+            std::vector<T> data = given[std::size_t(c.rank())], out(n);
+            if (in_place) coll::all_reduce<H>(c, data, Op{});
+            else coll::all_reduce<H>(c, data, out, Op{});
+            c.hosts().clear();  // the next call that needs them learns them again
+            return mismatch<T>(in_place ? data : out, want, "result");
+          });
+        }
+      }
+}
+
+TEST_CASE("all_reduce: hierarchical on ranks declared on several hosts") {
+  check_hierarchical_layouts<coll::ring, coll::ring, std::int64_t, coll::sum>();
+  check_hierarchical_layouts<coll::ring, coll::ring, float, coll::avg>();
+  check_hierarchical_layouts<coll::direct, coll::halving_doubling, std::int32_t, coll::bit_xor>();
+  check_hierarchical_layouts<coll::halving_doubling, coll::double_binary_tree, double, coll::min>();
+  check_hierarchical_layouts<coll::ring, coll::direct, scored, arg_max>();
+}
+
 TEST_CASE("all_reduce: one value") {
   for (int p : rank_counts)
     on_ranks(p, [&](comm& c) -> std::string {

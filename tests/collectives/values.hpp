@@ -142,7 +142,8 @@ std::string mismatch(std::span<const T> got, std::span<const T> want, const std:
 template <class... A>
 struct type_list {};
 
-using algorithms = type_list<coll::ring, coll::double_binary_tree, coll::direct, coll::halving_doubling, coll::automatic>;
+using algorithms = type_list<coll::ring, coll::double_binary_tree, coll::direct, coll::halving_doubling, coll::hierarchical<>,
+                             coll::automatic>;
 using element_types = type_list<std::int32_t, std::int64_t, float, double>;
 
 // Calls f.operator()<A>() for every algorithm A that implements the collective Kind.

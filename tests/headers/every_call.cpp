@@ -205,7 +205,13 @@ void every_call(coll::communicator<Tr>& comm) {
   every_type<coll::double_binary_tree>(comm);
   every_type<coll::direct>(comm);
   every_type<coll::halving_doubling>(comm);
+  every_type<coll::hierarchical<>>(comm);
+  every_type<coll::hierarchical<coll::direct, coll::double_binary_tree>>(comm);
   every_type<coll::automatic>(comm);
+  auto group = comm.split(comm.rank() % 2, comm.rank());  // a group, and a group of it
+  every_type<coll::automatic>(*group);
+  auto host = group->split_by_host();
+  every_type<coll::ring>(host);
   point_to_point<Tr, float>(comm);
   point_to_point<Tr, std::uint64_t>(comm);
   coll::barrier(comm);

@@ -125,6 +125,7 @@ struct plan_request {
   bool commutative = true;                  // the op may be applied out of rank order
   link_costs costs{};                       // the transport's, for automatic selection
   std::size_t slice_bytes = 512 * 1024;     // pipeline granularity of ring and tree
+  std::span<const int> hosts{};             // each rank's host (0, 1, ...), for algorithms with needs_hosts
 };
 
 }  // namespace collectives

@@ -22,6 +22,7 @@
 #include "../log.hpp"
 #include "../ops/host_reduce.hpp"
 #include "call_check.hpp"
+#include "hosts.hpp"
 
 namespace collectives {
 
@@ -161,7 +162,7 @@ void run_plan(communicator<Tr>& comm, const schedule& plan, const call_context& 
     return;
   }
   executor<Tr, T, Op, Space>(plan, comm.transport(), {input, output}, op, comm.workspace()).run(ctx, [&] {
-    return flight.progress();
+    return comm.progress_in_flight();
   });
 }
 
@@ -179,6 +180,7 @@ void run(communicator<Tr>& comm, const char* call, Kind kind, plan_request req, 
   auto turn = comm.exclusive();
   if (comm.checks_calls())  // all_to_allv's counts differ by rank by design
     check_same_call<Algorithm, Op>(comm, call, req, !std::is_same_v<Kind, kind::all_to_allv>);
+  if constexpr (requires { Algorithm::needs_hosts; }) req.hosts = hosts_of(comm, call);
   log_algorithm<Algorithm>(comm, call, kind, req);
   schedule uncached;  // a plan the cache does not keep lives for this call only
   const schedule& plan =
