@@ -5,8 +5,11 @@
 // plus a uniform jitter of +-jitter-ms (so frames may overtake each other, as with
 // netem's jitter), and sends it out of the port that its destination MAC address was
 // learned on, or out of every other port (broadcast, multicast, not yet learned).
+// With --rate-mbit R each port sends at most R Mbit/s: a frame leaves once the
+// frames before it on that port have had their time on the wire, as on a slower link;
+// a frame that would wait there longer than 20 ms (a switch's buffer) is dropped.
 //
-//   netns_hub [--delay-ms D] [--jitter-ms J] [--loss P] [--limit N] [--seed S] PORT...
+//   netns_hub [--delay-ms D] [--jitter-ms J] [--loss P] [--rate-mbit R] [--limit N] [--seed S] PORT...
 //   netns_hub --offload-off IFACE      (TSO, GSO and GRO off, run in a host's namespace)
 //
 // Frames carry a virtio-net header (PACKET_VNET_HDR), so checksum offload and GSO
@@ -119,7 +122,7 @@ std::uint64_t mac_at(const char* p) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  double delay_ms = 0, jitter_ms = 0, loss = 0;
+  double delay_ms = 0, jitter_ms = 0, loss = 0, rate_mbit = 0;
   std::size_t limit = 10000;
   std::uint64_t seed = std::random_device{}();
   std::vector<std::string> names;
@@ -136,15 +139,18 @@ int main(int argc, char** argv) {
     if (arg == "--delay-ms") delay_ms = number();
     else if (arg == "--jitter-ms") jitter_ms = number();
     else if (arg == "--loss") loss = number();
+    else if (arg == "--rate-mbit") rate_mbit = number();
     else if (arg == "--limit") limit = std::size_t(number());
     else if (arg == "--seed") seed = std::uint64_t(number());
     else if (!arg.empty() && arg[0] == '-') {
-      std::fprintf(stderr, "usage: netns_hub [--delay-ms D] [--jitter-ms J] [--loss P] [--limit N] [--seed S] PORT...\n");
+      std::fprintf(stderr,
+                   "usage: netns_hub [--delay-ms D] [--jitter-ms J] [--loss P] [--rate-mbit R] [--limit N] [--seed S] "
+                   "PORT...\n");
       return 2;
     } else names.emplace_back(arg);
   }
-  if (names.size() < 2 || loss < 0 || loss >= 1 || jitter_ms > delay_ms) {
-    std::fprintf(stderr, "netns_hub: needs two ports or more, 0 <= loss < 1 and jitter <= delay\n");
+  if (names.size() < 2 || loss < 0 || loss >= 1 || jitter_ms > delay_ms || rate_mbit < 0) {
+    std::fprintf(stderr, "netns_hub: needs two ports or more, 0 <= loss < 1, jitter <= delay and rate >= 0\n");
     return 2;
   }
 
@@ -164,8 +170,10 @@ int main(int argc, char** argv) {
   std::unordered_map<std::uint64_t, int> learned;  // MAC address -> port
   std::uint64_t seq = 0, received = 0, lost = 0, over_limit = 0, sent = 0, send_failed = 0, bytes_sent = 0;
   const std::int64_t delay_ns = std::int64_t(delay_ms * 1e6), jitter_ns = std::int64_t(jitter_ms * 1e6);
-  std::printf("netns_hub: %zu ports, delay %.3g ms +- %.3g ms, loss %.3g%%, seed %llu\n", ports.size(), delay_ms,
-              jitter_ms, loss * 100, static_cast<unsigned long long>(seed));
+  std::vector<std::int64_t> port_free_ns(ports.size(), 0);  // --rate-mbit: when each port's wire is free again
+  std::printf("netns_hub: %zu ports, delay %.3g ms +- %.3g ms, loss %.3g%%, rate %s, seed %llu\n", ports.size(),
+              delay_ms, jitter_ms, loss * 100, rate_mbit > 0 ? (std::to_string(rate_mbit) + " Mbit/s").c_str() : "unlimited",
+              static_cast<unsigned long long>(seed));
   std::fflush(stdout);
 
   constexpr std::size_t header = 10;  // struct virtio_net_hdr (<linux/virtio_net.h> is not valid C++)
@@ -212,6 +220,15 @@ int main(int argc, char** argv) {
         if (out == int(i)) continue;
         std::int64_t due = now_ns() + delay_ns;
         if (jitter_ns > 0) due += std::int64_t((uniform(random) * 2 - 1) * double(jitter_ns));
+        if (rate_mbit > 0 && out >= 0) {  // after the frames ahead of it, for its own time on the wire
+          auto& free_at = port_free_ns[std::size_t(out)];
+          if (free_at - due > 20'000'000) {
+            ++over_limit;
+            continue;
+          }
+          due = std::max(due, free_at);
+          free_at = due + std::int64_t(double(std::size_t(n) - header) * 8e3 / rate_mbit);
+        }
         buffer->resize(std::size_t(n));
         queue.push({due, seq++, out, int(i), buffer});
         buffer = std::make_shared<std::vector<char>>(header + 262144);

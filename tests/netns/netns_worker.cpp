@@ -109,6 +109,25 @@ class checker {
     coll::barrier(comm_);
   }
 
+  // The groups of a multi-host job: the ranks of each host (split_by_host), and the
+  // ranks with the same place on every host, each group's sum against the reference.
+  // Returns "H hosts of K ranks".
+  std::string groups() {
+    auto host = comm_.split_by_host();
+    auto across = comm_.split(host.rank(), me_);
+    const int hosts = coll::all_reduce(comm_, host.rank() == 0 ? 1 : 0, coll::sum{});
+    if (across->size() != hosts) throw wrong_result("the group across hosts has " + std::to_string(across->size()) +
+                                                    " ranks, but there are " + std::to_string(hosts) + " hosts");
+    for (auto* group : {&host, &*across}) {
+      std::int64_t want = 0;
+      for (int r = 0; r < group->size(); ++r) want += group->transport().job_rank(r);
+      if (const auto got = coll::all_reduce(*group, std::int64_t(me_), coll::sum{}); got != want)
+        throw wrong_result("a group's sum of its ranks is " + std::to_string(got) + ", want " + std::to_string(want));
+    }
+    checks_ += 2;
+    return std::to_string(hosts) + " hosts of " + std::to_string(host.size()) + " ranks";
+  }
+
   // --loop: the same all_reduce until rank 0 says stop.
   void loop() {
     const auto stop_at = clock_type::now() + std::chrono::seconds(120);
@@ -129,12 +148,15 @@ class checker {
     all_reduce_case<coll::double_binary_tree, T>(n, coll::sum{}, values::small, "sum");
     all_reduce_case<coll::direct, T>(n, coll::sum{}, values::small, "sum");
     all_reduce_case<coll::halving_doubling, T>(n, coll::sum{}, values::small, "sum");
+    all_reduce_case<coll::hierarchical<>, T>(n, coll::sum{}, values::small, "sum");
+    all_reduce_case<coll::hierarchical<coll::direct, coll::halving_doubling>, T>(n, coll::sum{}, values::small, "sum");
     all_reduce_in_place<T>(n);
     if (all_ops) {
       all_reduce_case<coll::automatic, T>(n, coll::prod{}, values::factors, "prod");
       all_reduce_case<coll::automatic, T>(n, coll::min{}, values::any, "min");
       all_reduce_case<coll::automatic, T>(n, coll::max{}, values::any, "max");
       all_reduce_case<coll::automatic, T>(n, coll::avg{}, values::small, "avg");
+      all_reduce_case<coll::hierarchical<>, T>(n, coll::avg{}, values::small, "avg");
       if constexpr (std::is_integral_v<T>) {
         all_reduce_case<coll::automatic, T>(n, coll::bit_and{}, values::bits, "bit_and");
         all_reduce_case<coll::automatic, T>(n, coll::bit_or{}, values::bits, "bit_or");
@@ -334,10 +356,11 @@ int main(int argc, char** argv) {
       return 0;
     }
     check.run_all();
+    const std::string layout = check.groups();
     const double seconds = std::chrono::duration<double>(clock_type::now() - start).count();
     std::cout << "ok: rank " << rank << " of " << comm.size() << ": " << check.checks() << " results exact ("
               << std::fixed << std::setprecision(1) << check.bytes() / 1048576.0 << " MiB checked) in "
-              << std::setprecision(2) << seconds << " s" << std::endl;
+              << std::setprecision(2) << seconds << " s on " << layout << std::endl;
     return 0;
   } catch (const wrong_result& e) {
     std::cerr << "WRONG RESULT: " << e.what() << std::endl;

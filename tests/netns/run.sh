@@ -16,6 +16,14 @@
 #                  must fail with an error, soon, instead of hanging
 #   link_down      3 hosts; host 2's switch port goes down mid-run (no FIN, no RST):
 #                  every rank must fail within its deadline (COLLECTIVES_TIMEOUT=5)
+#   two_per_host   2 hosts of 2 ranks each: the hierarchical all_reduce and groups by
+#                  host (split_by_host) across real hosts
+#
+# Not run by default (a measurement, for bench/hierarchical):
+#   hierarchical_speed  2 hosts of 2 ranks, the switch's ports limited to
+#                  NETNS_RATE_MBIT (default 1000) Mbit/s: 64 MiB all_reduce with ring and
+#                  with hierarchical, NETNS_ROUNDS (default 3) rounds of each, taking
+#                  turns; the perf program is NETNS_PERF (all_reduce_perf)
 #
 # Delay and loss come from `tc qdisc ... netem` on each host's interface where the
 # kernel has sch_netem; where it does not, from netns_hub, a user-space switch that
@@ -33,11 +41,13 @@ launcher=$(realpath "$1")
 worker=$(realpath "$2")
 hub=$(realpath "$3")
 shift 3
-all_cases=(plain delay_loss_2 delay_loss_5 ipv6 rank_killed link_down)
+all_cases=(plain delay_loss_2 delay_loss_5 ipv6 rank_killed link_down two_per_host)
+extra_cases=(hierarchical_speed)
 cases=("$@")
 ((${#cases[@]})) || cases=("${all_cases[@]}")
 for c in "${cases[@]}"; do
-  [[ " ${all_cases[*]} " == *" $c "* ]] || { echo "run.sh: unknown case '$c' (cases: ${all_cases[*]})" >&2; exit 2; }
+  [[ " ${all_cases[*]} ${extra_cases[*]} " == *" $c "* ]] ||
+    { echo "run.sh: unknown case '$c' (cases: ${all_cases[*]} ${extra_cases[*]})" >&2; exit 2; }
 done
 for f in "$launcher" "$worker" "$hub"; do
   [[ -x $f ]] || { echo "run.sh: $f is not an executable" >&2; exit 2; }
@@ -179,9 +189,11 @@ stop_hub() {
   hub_stats=$(grep -o '[0-9]* frames in.*' "$work/hub.log" | head -n 1)
 }
 
-# Starts one launcher per host, `collectives-run --nnodes N --node-rank K ... -n 1
-# WORKER ARGS` under `timeout LIMIT`, with a fresh job token and COLLECTIVES_TIMEOUT=
-# $call_deadline. Output goes to $work/rankK.log; sets launcher_pids[].
+# Starts one launcher per host, `collectives-run --nnodes N --node-rank K ... -n
+# $ranks_per_host WORKER ARGS` under `timeout LIMIT`, with a fresh job token and
+# COLLECTIVES_TIMEOUT=$call_deadline. Output goes to $work/rankK.log (host K's ranks);
+# sets launcher_pids[].
+ranks_per_host=1
 start_job() {
   local master=$1 limit=$2 k
   shift 2
@@ -192,7 +204,7 @@ start_job() {
     COLLECTIVES_JOB_TOKEN=$token COLLECTIVES_DEBUG=INFO COLLECTIVES_TIMEOUT=$call_deadline \
       timeout -k 5 "$limit" ip netns exec "${hosts[$k]}" \
       "$launcher" --nnodes "${#hosts[@]}" --node-rank "$k" --master-addr "$master" --master-port "$port" \
-      -n 1 "$worker" "$@" >"$work/rank$k.log" 2>&1 &
+      -n "$ranks_per_host" "$worker" "$@" >"$work/rank$k.log" 2>&1 &
     launcher_pids+=($!)
     pids+=($!)
   done
@@ -245,6 +257,67 @@ run_good_job() {
 }
 
 call_deadline=20  # COLLECTIVES_TIMEOUT, seconds per call: none needs more than a few
+
+# 2 hosts of 2 ranks: ranks 0 and 1 on host 0, 2 and 3 on host 1. Every rank reports its
+# results exact and sees 2 hosts of 2 ranks.
+case_two_per_host() {
+  make_hosts 2
+  ranks_per_host=2
+  start_job 10.201.0.1 120 --max-elements 262147
+  wait_job
+  ranks_per_host=1
+  local k r
+  for ((k = 0; k < 2; k++)); do
+    ((statuses[k] == 0)) || fail "host $k's launcher exited with status ${statuses[k]}"
+    for r in $((2 * k)) $((2 * k + 1)); do
+      grep -q "^\[$r\] ok: rank $r of 4: .* on 2 hosts of 2 ranks$" "$work/rank$k.log" ||
+        fail "rank $r (host $k) did not report its results exact on 2 hosts of 2 ranks"
+    done
+  done
+  result=$(grep -o 'ok: rank 0 .*' "$work/rank0.log" | sed 's/^ok: rank 0 of [0-9]*: //')
+  pass "2 hosts x 2 ranks, rank 0: $result"
+}
+
+# The measurement behind docs/performance.md's hierarchical figure (bench/hierarchical).
+case_hierarchical_speed() {
+  local perf=${NETNS_PERF:?NETNS_PERF: the all_reduce_perf program} rate=${NETNS_RATE_MBIT:-1000}
+  local rounds=${NETNS_ROUNDS:-3} round algo k
+  make_hosts 2
+  # The switch's ports at $rate Mbit/s (frames whole, offloads on: the hub forwards
+  # 64 KiB segments, so it keeps up); on each host the ranks meet over loopback.
+  for ((k = 0; k < 2; k++)); do
+    ip -n "$switch" link set "p$k" nomaster
+    ip -n "$switch" link set "p$k" promisc on
+  done
+  ip netns exec "$switch" "$hub" --rate-mbit "$rate" p0 p1 >"$work/hub.log" 2>&1 &
+  hub_pid=$!
+  pids+=("$hub_pid")
+  worker=$perf
+  ranks_per_host=2
+  call_deadline=120
+  for ((round = 0; round < rounds; round++)); do
+    for algo in ring hierarchical; do
+      start_job 10.201.0.1 300 -b 64M -e 64M -n 5 -w 1 --transport tcp --algo "$algo" --json "$work/$algo.json"
+      wait_job
+      for ((k = 0; k < 2; k++)); do
+        ((statuses[k] == 0)) || fail "$algo, round $round: host $k's launcher exited with status ${statuses[k]}"
+      done
+      grep -m 1 -E '^\[0\] +67108864 ' "$work/rank0.log" | sed "s/^/  $algo: /"
+    done
+  done
+  python3 - "$work/ring.json" "$work/hierarchical.json" "$rate" <<'PY'
+import json, statistics, sys
+def times(path):
+    return [json.loads(l)["time_us"] for l in open(path) if l.strip()]
+ring, hier, rate = times(sys.argv[1]), times(sys.argv[2]), sys.argv[3]
+r, h = statistics.median(ring), statistics.median(hier)
+print(f"  64 MiB all_reduce, 2 hosts x 2 ranks, links between hosts at {rate} Mbit/s:")
+print(f"  ring {r/1000:.0f} ms, hierarchical {h/1000:.0f} ms (medians of {len(ring)} and {len(hier)} runs): "
+      f"hierarchical {r/h:.2f}x faster")
+PY
+  stop_hub
+  pass "hierarchical against ring measured; hub: ${hub_stats:-?}"
+}
 summary=()
 pass() {
   local line
