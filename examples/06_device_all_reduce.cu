@@ -68,6 +68,9 @@ int main(int argc, char** argv) try {
   scored* data = nullptr;
   coll::device::check(cudaMalloc(&data, n * sizeof(scored)), "cudaMalloc");
   coll::device::check(cudaMemcpy(data, mine.data(), n * sizeof(scored), cudaMemcpyHostToDevice), "cudaMemcpy");
+  // From pageable memory that copy may still be landing when cudaMemcpy returns, and
+  // the call runs on a stream of its own: the input must be ready when it starts.
+  coll::device::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
 
   coll::all_reduce(comm, coll::device_span{data, n}, best_score{});  // in place, on the GPU
 

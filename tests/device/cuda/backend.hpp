@@ -19,8 +19,12 @@ class device_vector {
   explicit device_vector(std::size_t n) : n_(n) {
     collectives::device::check(cudaMalloc(reinterpret_cast<void**>(&data_), (n ? n : 1) * sizeof(T)), "cudaMalloc");
   }
+  // From pageable memory cudaMemcpy may return before the bytes land, and the calls
+  // run on a stream that does not wait for the default one: the input must be ready
+  // when a call starts (docs/cuda.md), so wait for it here.
   explicit device_vector(std::span<const T> from) : device_vector(from.size()) {
     collectives::device::check(cudaMemcpy(data_, from.data(), from.size_bytes(), cudaMemcpyHostToDevice), "cudaMemcpy");
+    collectives::device::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   }
   device_vector(const device_vector&) = delete;
   device_vector& operator=(const device_vector&) = delete;
