@@ -324,10 +324,13 @@ std::vector<std::vector<parts>> simulated_all_reduce(int p, std::size_t n) {
 // three (the last host short when P does not divide: the flat fallback), two hosts
 // taking turns, one host, a host per rank.
 enum class layout { blocks_of_2, blocks_of_3, alternating, one_host, alone };
-template <class Intra, class Inter, layout Layout>
+// With `Pieces`, its elements claim to be 1 MiB each, so that even these counts make
+// the pipeline of pieces (up to 16 of at least 2 MiB).
+template <class Intra, class Inter, layout Layout, bool Pieces = false>
 struct hierarchical_on {
   static constexpr const char* name = "hierarchical";
   static schedule plan(coll::kind::all_reduce k, coll::plan_request r) {
+    if (Pieces) r.element_size = std::size_t(1) << 20;
     std::vector<int> hosts;
     for (int q = 0; q < r.size; ++q)
       hosts.push_back(Layout == layout::blocks_of_2   ? q / 2
@@ -364,17 +367,20 @@ TEST_CASE("all_reduce schedules: every rank gets every part exactly once") {
   each.template operator()<hierarchical_on<coll::halving_doubling, coll::double_binary_tree, layout::blocks_of_2>>();
   each.template operator()<hierarchical_on<coll::ring, coll::direct, layout::one_host>>();
   each.template operator()<hierarchical_on<coll::ring, coll::ring, layout::alone>>();
+  each.template operator()<hierarchical_on<coll::ring, coll::ring, layout::blocks_of_2, true>>();
+  each.template operator()<hierarchical_on<coll::direct, coll::double_binary_tree, layout::alternating, true>>();
 }
 
 TEST_CASE("hierarchical: only the host's part crosses between hosts, and the host's two parts keep their tags apart") {
   // 3 hosts of 4 ranks: each rank sends to other hosts only Inter's all_reduce of its
   // quarter (a ring of 3: 2 * 2/3 of it), and the rest of its bytes on its host.
   const int p = 12, per_host = 4;
-  const std::size_t n = 1200;
+  const std::size_t n = 960;  // divides into 16 pieces, 4 ranks per host and 3 hosts
   std::vector<int> hosts;
   for (int q = 0; q < p; ++q) hosts.push_back(q / per_host);
+  for (std::size_t element_size : {std::size_t{4}, std::size_t{1} << 20})  // one piece; sixteen
   for (int r = 0; r < p; ++r) {
-    coll::plan_request req{.rank = r, .size = p, .count = n, .element_size = 4};
+    coll::plan_request req{.rank = r, .size = p, .count = n, .element_size = element_size};
     req.hosts = hosts;
     const auto s = coll::hierarchical<coll::ring, coll::ring>::plan(coll::kind::all_reduce{}, req);
     std::size_t across = 0, within = 0;
@@ -386,6 +392,7 @@ TEST_CASE("hierarchical: only the host's part crosses between hosts, and the hos
     std::set<std::tuple<op_kind, int, std::uint32_t>> seen;
     for (const auto& o : s.ops)
       if (o.peer >= 0) CHECK(seen.insert({o.kind == op_kind::send ? o.kind : op_kind::recv, o.peer, o.tag}).second);
+    INFO("element size ", element_size);
     CHECK(across == 2 * (n / per_host) * 2 / 3);             // ring all_reduce of n/4 over 3 hosts
     CHECK(within == 2 * (n - n / per_host));                 // reduce-scatter and all-gather of n over 4
   }

@@ -9,7 +9,8 @@
 // hosts. Each part is planned for its own group as if it ran alone, then its peers are
 // renumbered to the whole group's ranks, its buffers moved into this schedule's, its
 // tags into a range of its own, and it starts once the part before it has ended on
-// this rank. The hosts come from the call (plan_request::hosts, learned from the
+// this rank. A large buffer goes through in pieces, one after another, so that the
+// host's parts of one piece run while the piece before it crosses between hosts. The hosts come from the call (plan_request::hosts, learned from the
 // ranks once per communicator: detail/hosts.hpp).
 //
 // Each element is reduced across hosts by one all_reduce, whose result every rank of
@@ -77,40 +78,58 @@ struct hierarchical {
   static schedule plan(kind::all_reduce, const plan_request& req) {
     const layout l = layout_of(req);
     if (!l.uniform) return Inter::plan(kind::all_reduce{}, req);
-    const int ranks_here = int(l.on_host.size());
-    std::vector<std::size_t> counts;
-    for (int i = 0; i < ranks_here; ++i) counts.push_back(plan::even_chunk(req.count, ranks_here, i).count);
-    const std::size_t own = counts[std::size_t(l.local)];
-
+    // Pieces of the buffer, each through the three parts, one after another: the
+    // host's part of piece j+1 runs while piece j crosses between hosts.
+    const std::size_t pieces = piece_count(req);
+    std::vector<op_id> scattered, reduced, gathered;  // the previous piece's last operations of each part
     schedule s;
-    const region reduced = s.reserve_scratch(own), everywhere = s.reserve_scratch(own);
-    plan_request part = req;
-    part.hosts = {};
+    for (std::size_t j = 0; j < pieces; ++j) {
+      const auto piece = plan::even_chunk(req.count, int(pieces), int(j));
+      const auto tags = static_cast<std::uint32_t>(j) << piece_shift;
+      const int ranks_here = int(l.on_host.size());
+      std::vector<std::size_t> counts;
+      for (int i = 0; i < ranks_here; ++i) counts.push_back(plan::even_chunk(piece.count, ranks_here, i).count);
+      const std::size_t own = counts[std::size_t(l.local)];
+      const region partial = s.reserve_scratch(own), total = s.reserve_scratch(own);
+      plan_request part = req;
+      part.hosts = {};
 
-    // 1. Reduce-scatter on the host: this rank's part of the host's sum, into scratch.
-    part.rank = l.local;
-    part.size = ranks_here;
-    part.counts = counts;
-    part.count = own;
-    part.finalize = false;
-    std::vector<op_id> ends =
-        append(s, Intra::plan(kind::reduce_scatterv{}, part), l.on_host, 0, {},
-               {{buffer_id::input, 0}, {buffer_id::scratch, reduced.offset}});
-    // 2. All-reduce across hosts of that part: the whole group's sum (finalized).
-    part.rank = l.host;
-    part.size = int(l.across.size());
-    part.counts = {};
-    part.finalize = req.finalize;
-    ends = append(s, Inter::plan(kind::all_reduce{}, part), l.across, 1, ends,
-                  {{buffer_id::scratch, reduced.offset}, {buffer_id::scratch, everywhere.offset}});
-    // 3. All-gather on the host: every part into the output.
-    part.rank = l.local;
-    part.size = ranks_here;
-    part.counts = counts;
-    part.finalize = false;
-    append(s, Intra::plan(kind::all_gatherv{}, part), l.on_host, 2, ends,
-           {{buffer_id::scratch, everywhere.offset}, {buffer_id::output, 0}});
+      // 1. Reduce-scatter on the host: this rank's part of the host's sum, into scratch.
+      part.rank = l.local;
+      part.size = ranks_here;
+      part.counts = counts;
+      part.count = own;
+      part.finalize = false;
+      scattered = append(s, Intra::plan(kind::reduce_scatterv{}, part), l.on_host, tags, scattered,
+                         {{buffer_id::input, piece.offset}, {buffer_id::scratch, partial.offset}});
+      // 2. All-reduce across hosts of that part: the whole group's sum (finalized).
+      part.rank = l.host;
+      part.size = int(l.across.size());
+      part.counts = {};
+      part.finalize = req.finalize;
+      reduced = append(s, Inter::plan(kind::all_reduce{}, part), l.across, tags, joined(scattered, reduced),
+                       {{buffer_id::scratch, partial.offset}, {buffer_id::scratch, total.offset}});
+      // 3. All-gather on the host: every part into the output.
+      part.rank = l.local;
+      part.size = ranks_here;
+      part.counts = counts;
+      part.finalize = false;
+      gathered = append(s, Intra::plan(kind::all_gatherv{}, part), l.on_host, tags | gather_bit, joined(reduced, gathered),
+                        {{buffer_id::scratch, total.offset}, {buffer_id::output, piece.offset}});
+    }
     return s;
+  }
+
+  // Up to 16 pieces of at least 2 MiB: fewer pieces of a small buffer, whose time is
+  // in its latencies, not in its bytes.
+  static std::size_t piece_count(const plan_request& req) {
+    const std::size_t bytes = req.count * (req.element_size ? req.element_size : 1);
+    return std::clamp<std::size_t>(bytes / (std::size_t(2) << 20), 1, 16);
+  }
+
+  static std::vector<op_id> joined(std::vector<op_id> a, const std::vector<op_id>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
   }
 
   // Where a part's input and output land in the whole schedule's buffers.
@@ -122,15 +141,19 @@ struct hierarchical {
     placement input, output;
   };
 
-  // Tags: the part across hosts talks only to other hosts, the two on the host only
-  // to this host, so only those two need tags apart: the all-gather's get the top bit.
+  // Tags: each piece's parts carry its number in bits 24-30. The part across hosts
+  // talks only to other hosts, the two on the host only to this host, so only those
+  // two need tags apart: the all-gather's get the top bit. A part's own tags must
+  // leave bits 24-30 free, and Intra's all-gather the top bit too.
+  static constexpr int piece_shift = 24;
   static constexpr std::uint32_t gather_bit = std::uint32_t(1) << 31;
+  static constexpr std::uint32_t piece_bits = std::uint32_t(0x7F) << piece_shift;
 
   // Appends `part`, planned for the group `members` (its ranks' numbers in the whole
-  // group), as the `phase`-th part: each of its first operations waits for `after`.
-  // Returns its last operations (those none of its others waits for).
-  static std::vector<op_id> append(schedule& s, const schedule& part, const std::vector<int>& members, int phase,
-                                   const std::vector<op_id>& after, placements where) {
+  // group), its tags or'ed with `tags`: each of its first operations waits for
+  // `after`. Returns its last operations (those none of its others waits for).
+  static std::vector<op_id> append(schedule& s, const schedule& part, const std::vector<int>& members,
+                                   std::uint32_t tags, const std::vector<op_id>& after, placements where) {
     if (part.ops.empty()) return after;  // nothing here: the next part waits for the one before
     const auto base = static_cast<op_id>(s.ops.size());
     const std::size_t scratch = s.scratch_count, staging = s.staging_count;
@@ -148,9 +171,10 @@ struct hierarchical {
     for (const operation& op : part.ops) {
       operation o = op;
       if (o.peer >= 0) o.peer = members[std::size_t(o.peer)];
-      if (phase == 2 && (o.kind == op_kind::send || o.kind == op_kind::recv || o.kind == op_kind::recv_reduce)) {
-        if (o.tag & gather_bit) throw std::length_error("hierarchical: Intra's all_gatherv uses the top bit of its tags");
-        o.tag |= gather_bit;
+      if (o.kind == op_kind::send || o.kind == op_kind::recv || o.kind == op_kind::recv_reduce) {
+        if (o.tag & (tags & gather_bit ? piece_bits | gather_bit : piece_bits))
+          throw std::length_error("hierarchical: a part's tags use the bits that number its pieces");
+        o.tag |= tags;
       }
       o.dst = place(o.dst);
       o.src = place(o.src);
