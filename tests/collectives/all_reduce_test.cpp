@@ -157,15 +157,15 @@ void check_hierarchical_layouts() {
       {"alternating", [](int q) { return q % 2; }},
       {"a host each", [](int q) { return q; }}};
   for (int p : rank_counts)
-    for (const auto& [name, host_of] : layouts)
+    for (const auto& layout : layouts)  // not a structured binding: clang 14's lambdas cannot capture one
       for (std::size_t n : element_counts(p)) {
         const auto given = all_inputs<T, Op>(p, n);
         const auto want = reduced<T, Op>(given);
         for (bool in_place : {false, true}) {
-          INFO(name, ": ", describe<H, T, Op>(p, n, in_place));
+          INFO(layout.first, ": ", describe<H, T, Op>(p, n, in_place));
           on_ranks(p, [&](comm& c) {
             std::vector<int> hosts;
-            for (int q = 0; q < p; ++q) hosts.push_back(host_of(q));
+            for (int q = 0; q < p; ++q) hosts.push_back(layout.second(q));
             c.hosts() = hosts;
             std::vector<T> data = given[std::size_t(c.rank())], out(n);
             if (in_place) coll::all_reduce<H>(c, data, Op{});
