@@ -6,9 +6,11 @@
 # stores' and tcp's Asio threads, progress threads) or forks its ranks (shm, tcp), where
 # a sanitizer sees every rank; the collective grids, examples and launchers repeat the
 # same code at larger sizes and would multiply the time. split_test runs a job's
-# communicator and its groups on one transport with one progress thread. TSan skips
-# the tests that run on one thread (the schedules, the executor, the ops, settings,
-# matching): ASan and UBSan check those. Any finding fails the test.
+# communicator and its groups on one transport with one progress thread; under TSan
+# only its cases that share calls in flight and the thread (split_test_shared_progress:
+# the whole of it takes minutes there). TSan skips the tests that run on one thread
+# (the schedules, the executor, the ops, settings, matching): ASan and UBSan check
+# those. Any finding fails the test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sanitize=${1:?"which sanitizer: address,undefined or thread"}
@@ -17,16 +19,20 @@ case $sanitize in
   *) build=${BUILD_DIR:-build-asan} ;;
 esac
 tests=(errors_test call_check_test call_handle_test inproc_test shm_test tcp_test automatic_transport_test
-       conformance_test store_test store_security_test rendezvous_test progress_thread_test split_test)
-if [[ $sanitize != thread ]]; then
-  tests+=(schedule_test executor_test builtin_ops_test settings_test matching_test)
+       conformance_test store_test store_security_test rendezvous_test progress_thread_test)
+targets=("${tests[@]}" split_test)
+if [[ $sanitize == thread ]]; then
+  tests+=(split_test_shared_progress)
+else
+  tests+=(split_test schedule_test executor_test builtin_ops_test settings_test matching_test)
+  targets+=(schedule_test executor_test builtin_ops_test settings_test matching_test)
 fi
 scripts/install-deps.sh --build-only
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
   -DCOLLECTIVES_SANITIZE="$sanitize" -DCOLLECTIVES_BUILD_TESTS=ON -DCOLLECTIVES_BUILD_EXAMPLES=OFF \
   -DCOLLECTIVES_BUILD_BENCH=OFF -DCOLLECTIVES_WITH_CUDA=OFF -DCOLLECTIVES_GRIDS_AS_PROCESSES=OFF \
   -DCOLLECTIVES_WITH_ASIO=ON -DCOLLECTIVES_REQUIRE_TCP=ON >/dev/null
-cmake --build "$build" -j "$(nproc)" --target "${tests[@]}"
+cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
 pattern=$(IFS='|'; echo "${tests[*]}")
 # halt_on_error: the first report fails the test; ASan's leak check stays on.
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
