@@ -92,10 +92,10 @@ template <transport Tr>
 group_communicator<Tr> split_communicator_by_host(communicator<Tr>& comm) {
   auto all = detail::exchange_split_entries(
       comm, {.key = comm.rank(), .host = detail::host_fingerprint()});
-  for (auto& e : all)  // the color of a host: its first rank
-    e.color = static_cast<std::int32_t>(
-        std::find_if(all.begin(), all.end(), [&](const detail::split_entry& f) { return f.host == e.host; }) -
-        all.begin());
+  std::vector<std::uint64_t> fingerprints;
+  for (const auto& e : all) fingerprints.push_back(e.host);
+  const std::vector<int> hosts = detail::number_hosts(fingerprints);  // the color of a rank: its host's number
+  for (std::size_t q = 0; q < all.size(); ++q) all[q].color = hosts[q];
   return *detail::group_of(comm, all);
 }
 
