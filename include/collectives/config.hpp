@@ -37,3 +37,12 @@
 #else
 #define COLLECTIVES_DECL inline
 #endif
+
+// Cores and NUMA nodes from hwloc (bootstrap/topology.hpp) when the collectives::hwloc
+// target defines COLLECTIVES_WITH_HWLOC, else from Linux's sysfs, so that header-only
+// use needs no library. Define it in every translation unit of a program, or in none.
+#if defined(COLLECTIVES_WITH_HWLOC)
+#define COLLECTIVES_HAS_HWLOC 1
+#else
+#define COLLECTIVES_HAS_HWLOC 0
+#endif
