@@ -7,6 +7,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <cstdint>
 #include <optional>
@@ -19,6 +20,7 @@
 #include "../log.hpp"
 #include "../settings.hpp"
 #include "launcher_job.hpp"
+#include "topology.hpp"
 
 namespace collectives::bootstrap {
 
@@ -296,6 +298,11 @@ inline launch_info detect_launch() {
     log::info(std::string("collectives ") + COLLECTIVES_VERSION_STRING + ": rank " + std::to_string(info.rank) + " of " +
               std::to_string(info.size) + " (" + std::to_string(info.local_rank) + " of " +
               std::to_string(info.local_size) + " on this host), from the variables of " + info.origin);
+  // The machine under the rank, once per process, though a process may detect its launch
+  // more than once (each communicator it creates does): reading it costs milliseconds.
+  static std::atomic<bool> topology_shown{false};
+  if (log::enabled(log::level::info) && !topology_shown.exchange(true))
+    log::info("rank " + std::to_string(info.rank) + ": " + summary(read_topology()));
   return info;
 }
 
