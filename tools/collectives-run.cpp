@@ -35,6 +35,7 @@
 #include <utility>
 #include <vector>
 
+#include <collectives/bootstrap/topology.hpp>
 #include <collectives/config.hpp>
 #include <collectives/settings.hpp>
 #include <collectives/transport/selection.hpp>
@@ -73,9 +74,12 @@ Starts N ranks of program on this host, prefixes their output lines with
   --timeout SECONDS    stop the job after this long and exit 124 (default 0: none)
   --transport T        auto, shm or tcp: sets COLLECTIVES_TRANSPORT for the ranks
                        (default: as the environment has it; unset means auto)
-  --bind-to core|none  core: local rank i runs only on the i-th core this launcher
-                       may use (at most one rank per core); none: the scheduler
-                       places them (default)
+  --bind-to core|none  core: each local rank runs only on a physical core of its
+                       own among those this launcher may use, taking the NUMA
+                       nodes in turn; none: the scheduler places them (default)
+  --topology           print this machine's packages, NUMA nodes, cores and
+                       hardware threads (and, with --bind-to core, each local
+                       rank's cpu) and exit without running a program
   --no-prefix          print output lines as they are
   -h, --help           show this text
   --version            show the version of collectives
@@ -140,6 +144,8 @@ struct options {
   double timeout_s = 0;  // 0: no limit
   std::string transport;  // empty: the ranks inherit COLLECTIVES_TRANSPORT, if set
   bool bind_to_core = false;
+  std::vector<int> rank_cpus;  // with --bind-to core, local rank i's cpu
+  bool show_topology = false;
   bool prefix = true;
   std::vector<std::string> command;
 };
@@ -168,17 +174,6 @@ std::string parse_transport(const std::string& option, std::string_view text) {
 bool parse_binding(const std::string& option, std::string_view text) {
   if (text != "core" && text != "none") usage_error(option + " wants core or none, not '" + std::string(text) + "'");
   return text == "core";
-}
-
-// The cores this launcher may run on, in order.
-std::vector<int> usable_cores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  std::vector<int> cores;
-  if (sched_getaffinity(0, sizeof set, &set) == 0)
-    for (int c = 0; c < CPU_SETSIZE; ++c)
-      if (CPU_ISSET(c, &set)) cores.push_back(c);
-  return cores;
 }
 
 options parse_options(int argc, char** argv) {
@@ -214,19 +209,37 @@ options parse_options(int argc, char** argv) {
     else if (name == "--timeout") opts.timeout_s = parse_number(name, value(), 0.0, longest_wait_s, "seconds >= 0");
     else if (name == "--transport") opts.transport = parse_transport(name, value());
     else if (name == "--bind-to") opts.bind_to_core = parse_binding(name, value());
+    else if (name == "--topology" && !attached) opts.show_topology = true;
     else if (name == "--no-prefix" && !attached) opts.prefix = false;
     else if ((name == "-h" || name == "--help") && !attached) print_usage();
     else if (name == "--version" && !attached) print_version();
     else usage_error("unknown option " + std::string(arg));
   }
   opts.command.assign(argv + next, argv + argc);
-  if (opts.command.empty()) usage_error("no program to run");
+  if (opts.command.empty() && !opts.show_topology) usage_error("no program to run");
   if (opts.node_rank >= opts.nnodes) usage_error("--node-rank must be less than --nnodes");
   if (static_cast<long long>(opts.nnodes) * opts.nproc > no_limit) usage_error("--nnodes * --nproc is too large");
-  if (opts.bind_to_core && static_cast<std::size_t>(opts.nproc) > usable_cores().size())
-    usage_error("--bind-to core gives each rank a core of its own, and " + std::to_string(opts.nproc) +
-                " ranks outnumber the " + std::to_string(usable_cores().size()) + " cores this launcher may use");
+  if (opts.bind_to_core) {  // decided here, once: a rank's child process only applies it
+    opts.rank_cpus = collectives::bootstrap::binding_cpus(collectives::bootstrap::read_topology());
+    if (static_cast<std::size_t>(opts.nproc) > opts.rank_cpus.size())
+      usage_error("--bind-to core gives each rank a core of its own, and " + std::to_string(opts.nproc) +
+                  " ranks outnumber the " + std::to_string(opts.rank_cpus.size()) + " cores this launcher may use");
+    opts.rank_cpus.resize(static_cast<std::size_t>(opts.nproc));
+  }
   return opts;
+}
+
+// --topology: the summary a rank logs at COLLECTIVES_DEBUG=INFO, each NUMA node's cpus
+// and, with --bind-to core, where each local rank would run.
+[[noreturn]] void print_topology(const options& opts) {
+  const auto topology = collectives::bootstrap::read_topology();
+  std::string text = summary(topology) + "\n";
+  for (const auto& node : topology.nodes)
+    text += "NUMA node " + std::to_string(node.index) + ": cpus " + (node.cpus.empty() ? "none" : node.cpus) + "\n";
+  for (std::size_t i = 0; i < opts.rank_cpus.size(); ++i)
+    text += "local rank " + std::to_string(i) + ": cpu " + std::to_string(opts.rank_cpus[i]) + "\n";
+  write_all(STDOUT_FILENO, text);
+  std::exit(0);
 }
 
 // ---- The job: what every rank is told ---------------------------------------
@@ -477,18 +490,18 @@ class supervisor {
     dup2(out_fd, STDOUT_FILENO);
     dup2(err_fd, STDERR_FILENO);
     for (const auto& [name, value] : rank_environment(rank)) setenv(name.c_str(), value.c_str(), 1);
-    if (job_.opts.bind_to_core) bind_to_core(usable_cores().at(std::size_t(rank.local_rank)), started_fd);
+    if (job_.opts.bind_to_core) bind_to_core(job_.opts.rank_cpus.at(std::size_t(rank.local_rank)), started_fd);
     execvp(argv_[0], argv_.data());
     write_all(started_fd, errno_text("cannot run " + job_.opts.command[0]));
     _exit(exit_cannot_run);
   }
 
-  static void bind_to_core(int core, int started_fd) {
+  static void bind_to_core(int cpu, int started_fd) {
     cpu_set_t set;
     CPU_ZERO(&set);
-    CPU_SET(core, &set);
+    CPU_SET(cpu, &set);
     if (sched_setaffinity(0, sizeof set, &set) != 0) {
-      write_all(started_fd, errno_text("cannot bind a rank to core " + std::to_string(core)));
+      write_all(started_fd, errno_text("cannot bind a rank to cpu " + std::to_string(cpu)));
       _exit(exit_cannot_run);
     }
   }
@@ -676,7 +689,9 @@ class supervisor {
 }  // namespace
 
 int main(int argc, char** argv) {
-  job the_job = resolve_job(parse_options(argc, argv));
+  options opts = parse_options(argc, argv);
+  if (opts.show_topology) print_topology(opts);
+  job the_job = resolve_job(std::move(opts));
   install_signal_handlers();
   return supervisor(std::move(the_job)).run();
 }

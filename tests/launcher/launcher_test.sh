@@ -248,9 +248,21 @@ test_transport_option() {
 
 # --bind-to core gives local rank i the i-th core the launcher may use, alone; more
 # ranks than cores are refused; none (the default) leaves the affinity as it was.
+# The physical cores among the cpus this shell may use: distinct (package, core id)
+# pairs, from sysfs; hyperthreads of one core count once.
+physical_cores() {
+  local part cpu dir
+  for part in $(taskset -c -p $$ | sed 's/.*: //; s/,/ /g'); do
+    for cpu in $(seq "${part%-*}" "${part#*-}"); do
+      dir=/sys/devices/system/cpu/cpu$cpu/topology
+      echo "$(cat "$dir/physical_package_id"):$(cat "$dir/core_id")"
+    done
+  done | sort -u | wc -l
+}
+
 test_bind_to_core() {
   local cores first second
-  cores=$(nproc)
+  cores=$(physical_cores)
   first=$(taskset -c -p $$ | sed 's/.*: //')
   run -n 1 sh -c 'taskset -c -p $$ | sed "s/.*: //"'
   expect_status 0
