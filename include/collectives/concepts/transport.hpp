@@ -92,6 +92,7 @@ struct transport_traits {
   cancel_mid_transfer cancel_halfway = cancel_mid_transfer::unspecified;
   bool reports_departed_peer = false;       // a peer that destroys its transport: errc::peer_lost
   bool ranks_can_be_processes = false;      // so one can die; its peers then get errc::peer_lost
+  bool one_host = false;                    // every rank runs on one host (no exchange tells which)
 };
 
 template <class T>

@@ -1,16 +1,19 @@
 // Which host each rank of a communicator runs on: exchanged once, by the first call
-// whose algorithm needs it (hierarchical), and kept by the communicator.
+// whose algorithm needs it (hierarchical, automatic) or that measures link costs, and
+// kept by the communicator. A transport whose ranks share one host needs no exchange.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "../algorithm/direct.hpp"
 #include "../algorithm/executor.hpp"
 #include "../bootstrap/host_identity.hpp"
 #include "../communicator.hpp"
+#include "../log.hpp"
 #include "call_check.hpp"
 
 namespace collectives::detail {
@@ -29,11 +32,31 @@ inline std::vector<int> number_hosts(std::span<const std::uint64_t> fingerprints
   return hosts;
 }
 
+// "2 hosts: 0-1 | 2-3": each host's ranks, consecutive ones as a range, for the INFO log.
+inline std::string describe_hosts(std::span<const int> hosts) {
+  const int count = hosts.empty() ? 0 : *std::max_element(hosts.begin(), hosts.end()) + 1;
+  std::string text = std::to_string(count) + (count == 1 ? " host:" : " hosts:");
+  for (int h = 0; h < count; ++h) {
+    std::vector<int> ranks;
+    for (std::size_t q = 0; q < hosts.size(); ++q)
+      if (hosts[q] == h) ranks.push_back(int(q));
+    text.append(h ? " | " : " ");
+    for (std::size_t i = 0, j = 0; i < ranks.size(); i = ++j) {
+      while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+      if (i) text.push_back(',');
+      text.append(std::to_string(ranks[i]));
+      if (j > i) text.append("-").append(std::to_string(ranks[j]));
+    }
+  }
+  return text;
+}
+
 // Every rank calls this at the same point (inside the same collective call).
 template <transport Tr>
 std::span<const int> hosts_of(communicator<Tr>& comm, const char* call) {
   auto& known = comm.hosts();
   if (!known.empty()) return known;
+  if constexpr (traits_of<Tr>().one_host) return known = std::vector<int>(static_cast<std::size_t>(comm.size()), 0);
   const std::uint64_t mine = host_fingerprint();
   std::vector<std::uint64_t> all(static_cast<std::size_t>(comm.size()));
   const schedule plan = direct::plan(kind::all_gather{}, {.rank = comm.rank(), .size = comm.size(), .count = 1});
@@ -42,6 +65,7 @@ std::span<const int> hosts_of(communicator<Tr>& comm, const char* call) {
   executor<Tr, std::uint64_t, no_reduce>(plan, comm.transport(), {&mine, all.data()}, none, room)
       .run(call_context::starting_now(call, comm.next_call(), comm.timeout()), [&] { return comm.progress_in_flight(); });
   known = number_hosts(all);
+  if (comm.rank() == 0 && log::enabled(log::level::info)) log::info("rank 0: " + describe_hosts(known));
   return known;
 }
 

@@ -49,7 +49,8 @@ class device_ipc {
                                            .sender_sees_size_refusal = false,
                                            .cancel_halfway = cancel_mid_transfer::link_fails,
                                            .reports_departed_peer = true,
-                                           .ranks_can_be_processes = true};
+                                           .ranks_can_be_processes = true,
+                                           .one_host = true};
 
   // A host request is shm's; a device one is the slot of its operation in the wire's
   // matching engine.

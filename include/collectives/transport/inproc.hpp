@@ -100,7 +100,8 @@ class inproc {
                                            .sender_sees_size_refusal = true,
                                            .cancel_halfway = cancel_mid_transfer::link_goes_on,
                                            .reports_departed_peer = false,
-                                           .ranks_can_be_processes = false};
+                                           .ranks_can_be_processes = false,
+                                           .one_host = true};
 
   static constexpr std::chrono::microseconds poll_time{20};
 

@@ -73,7 +73,8 @@ class shm : public transport_detail::wire_transport<shm_detail::engine> {
                                            .sender_sees_size_refusal = false,
                                            .cancel_halfway = cancel_mid_transfer::link_fails,
                                            .reports_departed_peer = true,
-                                           .ranks_can_be_processes = true};
+                                           .ranks_can_be_processes = true,
+                                           .one_host = true};
 
   // Joins the group that every one of `size` ranks names `segment` (a file name in
   // /dev/shm, without a slash). Returns once every rank has mapped the segment.
