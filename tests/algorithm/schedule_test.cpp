@@ -718,6 +718,36 @@ TEST_CASE("automatic: direct for tiny messages; for large commutative ones halvi
   }
 }
 
+TEST_CASE("automatic: hierarchical for large sums across hosts slower than the host's links; never on one host") {
+  const std::string_view hierarchical = coll::hierarchical<>::name;
+  const coll::link_costs fast{.latency_s = 2e-6, .per_message_s = 0.5e-6, .seconds_per_byte = 1 / 10e9},
+      slow{.latency_s = 30e-6, .per_message_s = 4e-6, .seconds_per_byte = 1 / 1e9};
+  for (int per_host : {2, 4}) {
+    for (int hosts : {2, 3}) {
+      const int p = per_host * hosts;
+      INFO(hosts, " hosts of ", per_host);
+      std::vector<int> host_of;
+      for (int q = 0; q < p; ++q) host_of.push_back(q / per_host);
+      coll::plan_request r{.size = p, .count = std::size_t{16} << 20, .element_size = 4, .costs = slow,
+                           .on_host_costs = fast, .hosts = host_of};
+      CHECK(coll::automatic::chosen_name(coll::kind::all_reduce{}, r) == hierarchical);
+      // Its estimate: only 1/L of the buffer crosses, so it beats the flat ones by about L.
+      CHECK(coll::hierarchical<>::cost(coll::kind::all_reduce{}, r) < coll::ring::cost(coll::kind::all_reduce{}, r) / 1.5);
+      r.commutative = false;  // it reduces the host's part first
+      CHECK(coll::automatic::chosen_name(coll::kind::all_reduce{}, r) != hierarchical);
+      r.commutative = true;
+      r.count = 2;  // a few bytes: one round of direct
+      CHECK(coll::automatic::chosen_name(coll::kind::all_reduce{}, r) == coll::direct::name);
+    }
+  }
+  for (int p = 1; p <= 8; ++p)
+    for (std::size_t n = 1; n < (std::size_t{1} << 26); n *= 4) {
+      const std::vector<int> one_host(std::size_t(p), 0);
+      coll::plan_request r{.size = p, .count = n, .element_size = 4, .costs = fast, .on_host_costs = fast, .hosts = one_host};
+      CHECK(coll::automatic::chosen_name(coll::kind::all_reduce{}, r) != hierarchical);
+    }
+}
+
 // The choice automatic made when it held one closed list of cost functions, kept here
 // as the reference its composition over algorithm types must agree with.
 namespace reference_choice {

@@ -6,12 +6,15 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdio>
+#include <string>
 #include <string_view>
 
 #include "../concepts/algorithm.hpp"
 #include "../error.hpp"
 #include "direct.hpp"
 #include "halving_doubling.hpp"
+#include "hierarchical.hpp"
 #include "ring.hpp"
 #include "schedule.hpp"
 #include "tree.hpp"
@@ -26,6 +29,9 @@ struct automatic_of {
   // It never picks an algorithm that reorders the op for an op that needs rank order.
   static constexpr bool preserves_rank_order = (Algorithms::preserves_rank_order || ...);
   using candidates = algorithm_list<Algorithms...>;
+  // The call learns the ranks' hosts when a candidate for Kind plans by them.
+  template <class Kind>
+  static constexpr bool needs_hosts_for = (plans_by_hosts<Algorithms, Kind> || ...);
 
   template <class Kind>
     requires(implements<Algorithms, Kind> || ...)
@@ -33,6 +39,23 @@ struct automatic_of {
     schedule s;
     visit_chosen(k, r, [&]<class A>() { s = A::plan(k, r); });
     return s;
+  }
+
+  // Why: each candidate's estimate, for the INFO log ("ring 41 us, tree 60 us, ...").
+  template <class Kind>
+    requires(implements<Algorithms, Kind> || ...)
+  static std::string estimates(Kind k, const plan_request& r) {
+    std::string text;
+    auto add = [&]<class A>() {
+      if constexpr (estimates_cost<A, Kind>) {
+        if (!A::preserves_rank_order && !r.commutative) return;
+        char figure[32];
+        std::snprintf(figure, sizeof figure, " %.3g us", A::cost(k, r) * 1e6);
+        text += (text.empty() ? "" : ", ") + std::string(A::name) + figure;
+      }
+    };
+    (add.template operator()<Algorithms>(), ...);
+    return text;
   }
 
   // The name of the algorithm that plans this call (for the debug log and the tests).
@@ -95,12 +118,13 @@ enum class algorithm_choice {
   double_binary_tree,
   direct,
   halving_doubling,
+  hierarchical,
 };
 
 // The default list; its order breaks ties (ring, then the tree, then direct, then
-// halving-doubling).
-struct automatic : automatic_of<ring, double_binary_tree, direct, halving_doubling> {
-  // Answers for the three algorithms the enum names, as it always did.
+// halving-doubling, then hierarchical, which on one host is a ring of its own).
+struct automatic : automatic_of<ring, double_binary_tree, direct, halving_doubling, hierarchical<>> {
+  // Answers with the enum's names for the algorithms of the list.
   template <class Kind>
   [[deprecated("use automatic::chosen_name")]] static algorithm_choice choose(Kind k, const plan_request& r)
     requires estimates_cost<direct, Kind>
@@ -109,6 +133,7 @@ struct automatic : automatic_of<ring, double_binary_tree, direct, halving_doubli
     if (chosen == ring::name) return algorithm_choice::ring;
     if (chosen == double_binary_tree::name) return algorithm_choice::double_binary_tree;
     if (chosen == halving_doubling::name) return algorithm_choice::halving_doubling;
+    if (chosen == hierarchical<>::name) return algorithm_choice::hierarchical;
     return algorithm_choice::direct;
   }
 };
@@ -119,6 +144,7 @@ struct automatic : automatic_of<ring, double_binary_tree, direct, halving_doubli
     case algorithm_choice::double_binary_tree: return double_binary_tree::name;
     case algorithm_choice::direct: return direct::name;
     case algorithm_choice::halving_doubling: return halving_doubling::name;
+    case algorithm_choice::hierarchical: return hierarchical<>::name;
   }
   return "?";
 }

@@ -52,4 +52,11 @@ concept estimates_cost = implements<A, Kind> && requires(const plan_request& r) 
   { A::cost(Kind{}, r) } -> std::same_as<double>;
 };
 
+// Optional: the algorithm plans Kind by which host each rank is on, which the call
+// then learns and passes as plan_request::hosts: `static constexpr bool needs_hosts`
+// (every kind it implements), or a choice among algorithms, `needs_hosts_for<Kind>`.
+template <class A, class Kind>
+concept plans_by_hosts = implements<A, Kind> && (requires { requires A::needs_hosts; } ||
+                                                 requires { requires A::template needs_hosts_for<Kind>; });
+
 }  // namespace collectives

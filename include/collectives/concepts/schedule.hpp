@@ -123,7 +123,8 @@ struct plan_request {
   std::size_t element_size = 1;             // bytes per element, to size pipeline slices
   bool finalize = false;                    // the op has a finalize step (avg)
   bool commutative = true;                  // the op may be applied out of rank order
-  link_costs costs{};                       // the transport's, for automatic selection
+  link_costs costs{};                       // the slowest link the call crosses, for automatic selection
+  link_costs on_host_costs{};               // between two ranks of one host (hierarchical's host parts)
   std::size_t slice_bytes = 512 * 1024;     // pipeline granularity of ring and tree
   std::span<const int> hosts{};             // each rank's host (0, 1, ...), for algorithms with needs_hosts
 };
