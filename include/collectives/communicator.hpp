@@ -5,6 +5,7 @@
 #include <concepts>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -93,6 +94,7 @@ class communicator {
       in_flight_ = std::move(o.in_flight_);
       algorithms_ = std::move(o.algorithms_);
       hosts_ = std::move(o.hosts_);
+      link_figures_ = std::move(o.link_figures_);
       check_calls_ = o.check_calls_;
     }
     return *this;
@@ -221,6 +223,11 @@ class communicator {
   // first call whose algorithm needs it (detail/hosts.hpp); empty until then.
   std::vector<int>& hosts() noexcept { return hosts_; }
 
+  // The link costs automatic picks by, per class of link: settled by the first call
+  // that chooses (detail/measured_costs.hpp; measured with COLLECTIVES_TUNE=1); unset
+  // until then. A group split from this communicator takes them as they are.
+  std::optional<link_classes>& link_figures() noexcept { return link_figures_; }
+
   // What this communicator shares with the groups split from it (split.hpp).
   auto& shared() const noexcept { return transport_.shared(); }
   const auto& share() const noexcept { return transport_.share(); }
@@ -285,6 +292,7 @@ class communicator {
   std::unique_ptr<in_flight_calls> in_flight_ = std::make_unique<in_flight_calls>();
   std::vector<std::pair<std::string, const char*>> algorithms_;
   std::vector<int> hosts_;
+  std::optional<link_classes> link_figures_;
   bool check_calls_ = settings::flag("COLLECTIVES_CHECK_CALLS").value_or(false);
 };
 

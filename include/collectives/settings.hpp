@@ -81,6 +81,11 @@ inline constexpr variable table[] = {
      "checks before each collective that every rank made the same call"},
     {"COLLECTIVES_PROGRESS_THREAD", kind::flag, 0, 0, "", "off",
      "every communicator starts a thread that advances its non-blocking calls while the rank computes"},
+    {"COLLECTIVES_TUNE", kind::flag, 0, 0, "", "off",
+     "each communicator's first choosing call measures the link costs automatic picks by (a ring shift on each host and "
+     "across hosts) and saves them to COLLECTIVES_TUNE_FILE when set"},
+    {"COLLECTIVES_TUNE_FILE", kind::text, 0, 0, "", "unset: the transport's own figures",
+     "a file of link costs that COLLECTIVES_TUNE=1 saved, which automatic picks by; rank 0 reads it"},
     {"COLLECTIVES_DEBUG", kind::choice, 0, 0, "WARN INFO DEBUG TRACE warn info debug trace 0 1 2 3", "WARN",
      "INFO (or info, 1) also logs what each communicator set up and which algorithm each call chose; DEBUG "
      "(2) every call as it ends; TRACE (3) every step of every call"},

@@ -76,6 +76,7 @@ std::optional<group_communicator<Tr>> group_of(communicator<Tr>& comm, const std
   using group_transport = typename group_communicator<Tr>::transport_type;
   group_communicator<Tr> group(group_transport(comm.share(), std::move(members), rank, number), comm.timeout());
   group.check_calls(comm.checks_calls());
+  group.link_figures() = comm.link_figures();  // known on every rank or on none: the same links
   return group;
 }
 

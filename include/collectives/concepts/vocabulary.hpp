@@ -50,4 +50,17 @@ struct link_costs {
   double reduce_seconds_per_byte = 1.0 / 10e9;  // combining a received byte
 };
 
+// The figures of each class of link a job has: between two ranks of one host, and
+// between ranks on different hosts (the transport's defaults, or measured:
+// docs/tuning.md).
+struct link_classes {
+  link_costs on_host{};
+  link_costs across_hosts{};
+};
+
+constexpr bool same_figures(const link_costs& a, const link_costs& b) {
+  return a.latency_s == b.latency_s && a.per_message_s == b.per_message_s && a.seconds_per_byte == b.seconds_per_byte &&
+         a.reduce_seconds_per_byte == b.reduce_seconds_per_byte;
+}
+
 }  // namespace collectives
