@@ -21,8 +21,9 @@
 #
 # Not run by default (a measurement, for bench/hierarchical):
 #   hierarchical_speed  2 hosts of 2 ranks, the switch's ports limited to
-#                  NETNS_RATE_MBIT (default 1000) Mbit/s: 64 MiB all_reduce with ring and
-#                  with hierarchical, NETNS_ROUNDS (default 3) rounds of each, taking
+#                  NETNS_RATE_MBIT (default 1000) Mbit/s: 64 MiB all_reduce with ring,
+#                  hierarchical and automatic (with tcp's link costs and measured ones,
+#                  COLLECTIVES_TUNE=1), NETNS_ROUNDS (default 3) rounds of each, taking
 #                  turns; the perf program is NETNS_PERF (all_reduce_perf)
 #
 # Delay and loss come from `tc qdisc ... netem` on each host's interface where the
@@ -281,7 +282,7 @@ case_two_per_host() {
 # The measurement behind docs/performance.md's hierarchical figure (bench/hierarchical).
 case_hierarchical_speed() {
   local perf=${NETNS_PERF:?NETNS_PERF: the all_reduce_perf program} rate=${NETNS_RATE_MBIT:-1000}
-  local rounds=${NETNS_ROUNDS:-3} round algo k
+  local rounds=${NETNS_ROUNDS:-3} round algo k tune
   make_hosts 2
   # The switch's ports at $rate Mbit/s (frames whole, offloads on: the hub forwards
   # 64 KiB segments, so it keeps up); on each host the ranks meet over loopback.
@@ -295,25 +296,31 @@ case_hierarchical_speed() {
   worker=$perf
   ranks_per_host=2
   call_deadline=120
+  # automatic twice: with tcp's own link costs, and with measured ones (COLLECTIVES_TUNE=1).
   for ((round = 0; round < rounds; round++)); do
-    for algo in ring hierarchical; do
-      start_job 10.201.0.1 300 -b 64M -e 64M -n 5 -w 1 --transport tcp --algo "$algo" --json "$work/$algo.json"
+    for algo in ring hierarchical automatic tuned; do
+      tune=$([[ $algo == tuned ]] && echo 1 || echo "")
+      COLLECTIVES_TUNE=$tune start_job 10.201.0.1 300 -b 64M -e 64M -n 5 -w 1 --transport tcp \
+        --algo "$([[ $algo == ring || $algo == hierarchical ]] && echo "$algo" || echo auto)" --json "$work/$algo.json"
       wait_job
       for ((k = 0; k < 2; k++)); do
         ((statuses[k] == 0)) || fail "$algo, round $round: host $k's launcher exited with status ${statuses[k]}"
       done
       grep -m 1 -E '^\[0\] +67108864 ' "$work/rank0.log" | sed "s/^/  $algo: /"
+      if [[ $algo == automatic || $algo == tuned ]]; then
+        grep -o -m 1 -E 'link costs measured.*' "$work/rank0.log" | sed "s/^/  $algo: /"
+        grep -o -m 1 -E 'all_reduce of 67108864 bytes runs [a-z_]+' "$work/rank0.log" | sed "s/^/  $algo: /"
+      fi
     done
   done
-  python3 - "$work/ring.json" "$work/hierarchical.json" "$rate" <<'PY'
+  python3 - "$work" "$rate" <<'PY'
 import json, statistics, sys
-def times(path):
-    return [json.loads(l)["time_us"] for l in open(path) if l.strip()]
-ring, hier, rate = times(sys.argv[1]), times(sys.argv[2]), sys.argv[3]
-r, h = statistics.median(ring), statistics.median(hier)
-print(f"  64 MiB all_reduce, 2 hosts x 2 ranks, links between hosts at {rate} Mbit/s:")
-print(f"  ring {r/1000:.0f} ms, hierarchical {h/1000:.0f} ms (medians of {len(ring)} and {len(hier)} runs): "
-      f"hierarchical {r/h:.2f}x faster")
+work, rate = sys.argv[1], sys.argv[2]
+median = {a: statistics.median(json.loads(l)["time_us"] for l in open(f"{work}/{a}.json") if l.strip())
+          for a in ("ring", "hierarchical", "automatic", "tuned")}
+print(f"  64 MiB all_reduce, 2 hosts x 2 ranks, links between hosts at {rate} Mbit/s (medians):")
+print("  " + ", ".join(f"{a} {t / 1000:.0f} ms" for a, t in median.items()) +
+      f": hierarchical {median['ring'] / median['hierarchical']:.2f}x faster than ring")
 PY
   stop_hub
   pass "hierarchical against ring measured; hub: ${hub_stats:-?}"
