@@ -49,8 +49,10 @@ struct automatic_of {
     auto add = [&]<class A>() {
       if constexpr (estimates_cost<A, Kind>) {
         if (!A::preserves_rank_order && !r.commutative) return;
+        const double s = A::cost(k, r);
         char figure[32];
-        std::snprintf(figure, sizeof figure, " %.3g us", A::cost(k, r) * 1e6);
+        std::snprintf(figure, sizeof figure, s < 1e-3 ? " %.3g us" : s < 1 ? " %.3g ms" : " %.3g s",
+                      s < 1e-3 ? s * 1e6 : s < 1 ? s * 1e3 : s);
         text += (text.empty() ? "" : ", ") + std::string(A::name) + figure;
       }
     };
