@@ -99,7 +99,7 @@ TEST_CASE("COLLECTIVES_TUNE=1: every rank takes rank 0's measured figures, and a
   }
 }
 
-TEST_CASE("COLLECTIVES_TUNE=1 with two declared hosts: both classes measured, hierarchical's choices exact") {
+TEST_CASE("COLLECTIVES_TUNE=1 with two declared hosts: both classes measured, automatic's results exact") {
   scoped_env tune("COLLECTIVES_TUNE", "1"), file("COLLECTIVES_TUNE_FILE", nullptr);
   for (int p : rank_counts) {
     if (p < 4) continue;
@@ -112,6 +112,34 @@ TEST_CASE("COLLECTIVES_TUNE=1 with two declared hosts: both classes measured, hi
       if (auto m = check_automatic<double, coll::avg>(*g, p); !m.empty()) return "avg: " + m;
       if (coll::same_figures(g->link_figures()->on_host, g->link_figures()->across_hosts)) return "one class measured";
       return same_figures_everywhere(*g);
+    });
+  }
+}
+
+TEST_CASE("automatic runs hierarchical where the figures say the hosts' link is slow, and its results are the serial ones") {
+  scoped_env tune("COLLECTIVES_TUNE", nullptr), file("COLLECTIVES_TUNE_FILE", nullptr);
+  const coll::link_costs fast{.latency_s = 2e-6, .per_message_s = 0.5e-6, .seconds_per_byte = 1 / 10e9},
+      slow{.latency_s = 30e-6, .per_message_s = 4e-6, .seconds_per_byte = 1 / 0.1e9};
+  for (int p : rank_counts) {
+    if (p < 4 || p % 2) continue;
+    INFO(p, " ranks");
+    on_ranks(p, [&](comm& c) -> std::string {
+      auto g = fresh_group(c);
+      g->hosts().clear();
+      for (int q = 0; q < p; ++q) g->hosts().push_back(q * 2 / p);  // two hosts of P/2 ranks
+      g->link_figures() = coll::link_classes{fast, slow};
+      for (std::size_t n : {std::size_t(70001), std::size_t(1) << 20}) {  // one piece, two
+        // The choice the call makes, asked of automatic with the call's request.
+        const coll::plan_request r{.rank = g->rank(), .size = p, .count = n, .element_size = sizeof(std::int64_t),
+                                   .costs = slow, .on_host_costs = fast, .hosts = g->hosts()};
+        if (std::string_view(coll::automatic::chosen_name(coll::kind::all_reduce{}, r)) != coll::hierarchical<>::name)
+          return "automatic would not pick hierarchical at n=" + std::to_string(n);
+        std::vector<std::int64_t> v = inputs<std::int64_t, coll::sum>(g->rank(), n);
+        coll::all_reduce(*g, v, coll::sum{});
+        const auto want = reduced<std::int64_t, coll::sum>(all_inputs<std::int64_t, coll::sum>(p, n));
+        if (auto m = mismatch<std::int64_t>(v, want, "n=" + std::to_string(n)); !m.empty()) return m;
+      }
+      return {};
     });
   }
 }

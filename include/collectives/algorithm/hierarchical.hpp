@@ -120,27 +120,26 @@ struct hierarchical {
     return s;
   }
 
-  // Estimated seconds (alpha-beta, as the parts' own estimates): the host's two parts
-  // over on-host links, the crossing over the slower ones, and with pieces, the
-  // shorter of the two hidden behind the longer but for one piece's worth.
+  // Estimated seconds (alpha-beta, as the parts' own estimates) of a pipeline of
+  // pieces: each piece's host parts over on-host links and its crossing over the slower
+  // ones; after the first piece's two, one stage, the longer, per further piece.
   static double cost(kind::all_reduce, const plan_request& req)
     requires estimates_cost<Intra, kind::reduce_scatter> && estimates_cost<Intra, kind::all_gather> &&
              estimates_cost<Inter, kind::all_reduce>
   {
     const layout l = layout_of(req);
     if (!l.uniform) return Inter::cost(kind::all_reduce{}, req);
-    const int ranks_here = int(l.on_host.size());
+    const std::size_t pieces = piece_count(req), ranks_here = l.on_host.size();
     plan_request part = req;
     part.hosts = {};
     part.counts = {};
-    part.count = (req.count + std::size_t(ranks_here) - 1) / std::size_t(ranks_here);
+    part.count = (req.count + pieces * ranks_here - 1) / (pieces * ranks_here);  // one piece's part
     part.size = int(l.across.size());
     const double crossing = Inter::cost(kind::all_reduce{}, part);
-    part.size = ranks_here;
+    part.size = int(ranks_here);
     part.costs = req.on_host_costs;
     const double on_host = Intra::cost(kind::reduce_scatter{}, part) + Intra::cost(kind::all_gather{}, part);
-    const double pieces = double(piece_count(req));
-    return std::max(on_host, crossing) + std::min(on_host, crossing) / pieces;
+    return on_host + crossing + double(pieces - 1) * std::max(on_host, crossing);
   }
 
   // Up to 16 pieces of at least 2 MiB: fewer pieces of a small buffer, whose time is

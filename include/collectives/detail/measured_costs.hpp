@@ -147,8 +147,10 @@ shared_costs find_costs(communicator<Tr>& comm, const char* call) {
     // Every rank takes the measurement's call numbers, to keep counting calls alike.
     const std::uint64_t numbers = comm.next_call();
     for (int i = 1; i < 2 * calls_per_link; ++i) comm.next_call();
-    if (on_host.size() > 1) found.classes.on_host = measure_links(comm, on_host, call, numbers);
+    // Across hosts first, where every rank starts at once after the hosts' exchange: so
+    // each host's ranks share its network port alike, as a collective's do.
     if (across.size() > 1) found.classes.across_hosts = measure_links(comm, across, call, numbers + calls_per_link);
+    if (on_host.size() > 1) found.classes.on_host = measure_links(comm, on_host, call, numbers);
     // Rank 0's figures go to all; whether its classes were measured is the same question.
     const bool one_host = std::all_of(hosts.begin(), hosts.end(), [&](int h) { return h == hosts[0]; });
     const bool alone_on_host0 = std::count(hosts.begin(), hosts.end(), hosts[0]) == 1;
