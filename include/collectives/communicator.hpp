@@ -157,6 +157,28 @@ class communicator {
   // A group split from a job shares its transport: aborting either aborts both.
   void abort() { transport().abort(); }
 
+  // After a failure: every rank's pending and future calls on this communicator fail
+  // promptly with errc::aborted, naming the rank that revoked it, whichever rank
+  // noticed first. The same as abort(); the name says what comes next: shrink().
+  void revoke() { abort(); }
+
+  // The ranks that live, as a new communicator: ranks renumbered in order, the same
+  // timeout and call checking. Every surviving rank calls it, and all get the same
+  // group, even when more ranks fail meanwhile; this communicator is revoked first
+  // and gives only errors from then on (docs/fault-tolerance.md). Throws
+  // errc::timeout when a rank that lives does not call it within the timeout.
+  communicator shrink()
+    requires requires(Transport& t, deadline until) {
+      { t.shrink(until) } -> std::same_as<Transport>;
+    }
+  {
+    revoke();
+    auto turn = exclusive();  // the shrink drives the transport itself
+    communicator next(transport().shrink(clock::now() + timeout_), timeout_);
+    next.check_calls_ = check_calls_;
+    return next;
+  }
+
   // Each collective call takes the next number, so messages of consecutive calls
   // never match each other. Every rank must make the same calls in the same order.
   std::uint64_t next_call() noexcept { return ++calls_; }

@@ -42,7 +42,7 @@ namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 
 // What a connection is for; part of every proof, so one can't stand in for the other.
-enum class purpose : std::uint8_t { store = 1, peer = 2 };
+enum class purpose : std::uint8_t { store = 1, peer = 2, shrink = 3 };
 
 struct outcome {
   bool accepted = false;

@@ -112,6 +112,10 @@ class automatic_transport {
   void abort() {
     on_chosen([](auto& t) { t.abort(); });
   }
+  // The survivors' group, over the same kind of transport (docs/fault-tolerance.md).
+  automatic_transport shrink(deadline until) {
+    return on_chosen([&](auto& t) { return automatic_transport(t.shrink(until)); });
+  }
 
  private:
   static_assert(std::is_same_v<shm::request, request> && std::is_same_v<tcp::request, request>,

@@ -12,6 +12,7 @@
 // /dev/shm whether the job ends well or not. Needs nothing beyond the C library.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <map>
@@ -33,6 +34,7 @@
 #include "shm/engine.hpp"
 #include "shm/segment.hpp"
 #include "shm/segment_name.hpp"
+#include "shm/shrink.hpp"
 
 namespace collectives {
 
@@ -96,6 +98,12 @@ class shm : public transport_detail::wire_transport<shm_detail::engine> {
 
   COLLECTIVES_DECL std::string describe() const;
 
+  // The ranks that live, as a new group in a new segment, ranks renumbered in order;
+  // every survivor calls it and gets the same group (docs/fault-tolerance.md). This
+  // group is aborted first. Throws errc::timeout when a live rank does not call it
+  // by `until`.
+  COLLECTIVES_DECL shm shrink(deadline until);
+
  private:
   const shm_detail::segment& shared_segment() const { return wire_->shared_segment(); }
 
@@ -114,6 +122,18 @@ class shm : public transport_detail::wire_transport<shm_detail::engine> {
   COLLECTIVES_DECL static shm_detail::segment start(int rank, int size, std::string name, const shm_options& options);
 
   COLLECTIVES_DECL static void await_everyone(const shm_detail::segment& seg, int rank, deadline until);
+
+  // The group a shrink left: its members' pids, by new rank. Any member creates the
+  // segment, and a member that dies before mapping it is left for the group to
+  // report lost, so the survivors always get their group.
+  COLLECTIVES_DECL shm(int rank, std::string segment, shm_options options, const std::vector<int>& pids);
+  COLLECTIVES_DECL static shm_detail::segment start_shrunk(int rank, std::string name, const shm_options& options,
+                                                           const std::vector<int>& pids);
+  // The segment's record of this rank, and the count of ranks that mapped it.
+  COLLECTIVES_DECL static void join_segment(shm_detail::segment& seg, int rank);
+
+  shm_options options_;
+  std::uint32_t shrinks_ = 0;  // attempts so far, counted alike on every survivor
 };
 
 }  // namespace collectives

@@ -8,10 +8,87 @@ namespace collectives {
 
 shm::shm(int rank, int size, std::string segment, shm_options options)
     : wire_transport(std::make_unique<shm_detail::engine>(checked_rank(rank, size), start(rank, size, std::move(segment), options),
-                                                          options.limits)) {
+                                                          options.limits)),
+      options_(options) {
   for (int p = 0; p < size; ++p)
     if (p != rank && same_pid_namespace(p)) wire_->watch().watch(p, shared_segment().rank(p).pid);
   if (log::enabled(log::level::info)) log::info(describe());
+}
+
+
+shm shm::shrink(deadline until) {
+  abort();
+  if (size() == 1) return shm(0, 1, {}, options_);
+  const auto survivors = shm_detail::agree_on_survivors(shared_segment(), rank(), wire_->watch(), ++shrinks_, until);
+  const auto me = std::find(survivors.begin(), survivors.end(), rank());
+  if (me == survivors.end())
+    throw error(errc::invalid_group, "shm rank " + std::to_string(rank()) + ": the survivors left this rank out of the shrunk group");
+  shm_options next = options_;
+  next.slot_bytes = shared_segment().shape().slot_bytes;
+  next.slots = shared_segment().shape().slots;
+  next.startup_timeout = std::max(std::chrono::duration_cast<std::chrono::milliseconds>(until - clock::now()),
+                                  std::chrono::milliseconds(1));
+  if (survivors.size() == 1) return shm(0, 1, {}, next);
+  std::vector<int> pids;  // 0 for a rank whose pid means nothing here
+  for (int r : survivors) pids.push_back(same_pid_namespace(r) ? shared_segment().rank(r).pid : 0);
+  shm next_group(int(me - survivors.begin()), shared_segment().name() + "s" + std::to_string(shrinks_), next, pids);
+  next_group.shrinks_ = shrinks_;
+  return next_group;
+}
+
+shm::shm(int rank, std::string segment, shm_options options, const std::vector<int>& pids)
+    : wire_transport(std::make_unique<shm_detail::engine>(rank, start_shrunk(rank, std::move(segment), options, pids),
+                                                          options.limits)),
+      options_(options) {
+  for (int p = 0; p < size(); ++p)
+    if (p != rank) wire_->watch().watch(p, pids[std::size_t(p)]);
+  if (log::enabled(log::level::info)) log::info(describe() + " (shrunk)");
+}
+
+shm_detail::segment shm::start_shrunk(int rank, std::string name, const shm_options& options, const std::vector<int>& pids) {
+  using namespace shm_detail;
+  const int size = int(pids.size());
+  const layout shape{size, options.slot_bytes, options.slots};
+  const deadline until = clock::now() + options.startup_timeout;
+  // The lowest member that lives lays it out; the others map it, or lay out their own
+  // if every member below them has died.
+  auto my_turn = [&] {
+    for (int r = 0; r < rank; ++r)
+      if (pids[std::size_t(r)] == 0 || process_alive(pids[std::size_t(r)])) return false;
+    return true;
+  };
+  segment seg;
+  for (auto pause = std::chrono::microseconds(100);
+       !(seg = my_turn() ? segment::create_or_attach(name, shape) : segment::attach(name, shape, true));) {
+    if (clock::now() >= until)
+      throw error(errc::timeout, "shm rank " + std::to_string(rank) + ": the shrunk group's /dev/shm/" + name + " was not laid out in time");
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(5000));
+  }
+  join_segment(seg, rank);
+  // Every member maps it, or has died: the group then reports that one lost.
+  for (auto pause = std::chrono::microseconds(50);; pause = std::min(pause * 2, std::chrono::microseconds(5000))) {
+    bool waiting = false;
+    for (int r = 0; r < size; ++r)
+      waiting = waiting || (shared(seg.rank(r).state).load(std::memory_order_acquire) == absent &&
+                            (pids[std::size_t(r)] == 0 || process_alive(pids[std::size_t(r)])));
+    if (!waiting) break;
+    if (clock::now() >= until) {
+      seg.unlink_name();
+      throw error(errc::timeout, "shm rank " + std::to_string(rank) + ": the shrunk group's members did not all map /dev/shm/" + name + " in time");
+    }
+    std::this_thread::sleep_for(pause);
+  }
+  seg.unlink_name();
+  return seg;
+}
+
+void shm::join_segment(shm_detail::segment& seg, int rank) {
+  shm_detail::rank_record& me = seg.rank(rank);
+  me.pid = ::getpid();
+  me.pid_namespace = shm_detail::pid_namespace_id();
+  shm_detail::shared(me.state).store(shm_detail::attached, std::memory_order_release);
+  shm_detail::shared(seg.header().attached).fetch_add(1, std::memory_order_acq_rel);
 }
 
 
@@ -70,11 +147,7 @@ shm_detail::segment shm::start(int rank, int size, std::string name, const shm_o
       pause = std::min(pause * 2, std::chrono::microseconds(10000));
     }
   }
-  rank_record& me = seg.rank(rank);
-  me.pid = ::getpid();
-  me.pid_namespace = pid_namespace_id();
-  shared(me.state).store(attached, std::memory_order_release);
-  shared(seg.header().attached).fetch_add(1, std::memory_order_acq_rel);
+  join_segment(seg, rank);
   try {
     await_everyone(seg, rank, until);
   } catch (...) {

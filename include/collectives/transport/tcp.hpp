@@ -11,11 +11,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "../bootstrap/auth.hpp"
 #include "../bootstrap/environment.hpp"
@@ -30,6 +32,7 @@
 #include "tcp/address.hpp"
 #include "tcp/engine.hpp"
 #include "tcp/mesh.hpp"
+#include "tcp/shrink.hpp"
 
 namespace collectives {
 
@@ -90,6 +93,12 @@ class tcp : public transport_detail::wire_transport<tcp_detail::engine> {
 
   // Where this rank listens and every rank's address, for logs.
   COLLECTIVES_DECL std::string describe() const;
+
+  // The ranks that live, as a new group over new connections, ranks renumbered in
+  // order; every survivor calls it and gets the same group, even when more ranks fail
+  // meanwhile (docs/fault-tolerance.md). This group is aborted first. Throws
+  // errc::timeout when a live rank does not call it by `until`.
+  COLLECTIVES_DECL tcp shrink(deadline until);
   const tcp_detail::local_interface& interface() const noexcept { return interface_; }
 
  private:
@@ -108,8 +117,22 @@ class tcp : public transport_detail::wire_transport<tcp_detail::engine> {
   // start-up, so nobody needs the store any more and the first call finds all ready.
   COLLECTIVES_DECL void meet_everyone(deadline until);
 
+  // The group a shrink left: this rank's connections to the others (a null one for a
+  // survivor that failed since), made on the old group's io_context; the old group's
+  // door moves here.
+  COLLECTIVES_DECL tcp(tcp& old, int rank, const std::vector<int>& survivors,
+                       std::vector<std::shared_ptr<boost::asio::ip::tcp::socket>> sockets);
+  // Admits visitors at the door from now on (tcp/door.hpp).
+  COLLECTIVES_DECL void open_door(std::shared_ptr<boost::asio::ip::tcp::acceptor> door);
+
   tcp_detail::local_interface interface_;
   tcp_detail::mesh mesh_;
+  auth::job_token token_;
+  tcp_options options_;
+  // Shrink attempts so far, counted alike on every survivor and on from the group this
+  // one was shrunk from, so that a visitor of an earlier attempt at the same door is
+  // never taken for one of this attempt.
+  std::uint32_t shrinks_ = 0;
 };
 
 }  // namespace collectives

@@ -22,7 +22,8 @@ tcp tcp::join(const bootstrap::launch_info& launch, const auth::job_token& given
 }
 
 tcp::tcp(int rank, int size, bootstrap::key_value_store* store, const auth::job_token& token, tcp_options options)
-    : wire_transport(std::make_unique<tcp_detail::engine>(checked_rank(rank, size), size, options.limits)) {
+    : wire_transport(std::make_unique<tcp_detail::engine>(checked_rank(rank, size), size, options.limits)),
+      token_(token), options_(options) {
   if (size == 1) return;
   const deadline until = clock::now() + options.startup_timeout;
   // Every rank creates its communicators in the same order, so each one's count
@@ -33,8 +34,63 @@ tcp::tcp(int rank, int size, bootstrap::key_value_store* store, const auth::job_
                                    "collectives/tcp/" + std::to_string(generation) + "/address/", token, interface_,
                                    until, {options.handshake_limit});
   wire_->adopt(std::move(mesh_.peers));
+  open_door(std::move(mesh_.acceptor));
   meet_everyone(until);
   if (log::enabled(log::level::info)) log::info(describe());
+}
+
+tcp tcp::shrink(deadline until) {
+  abort();
+  if (size() == 1) return tcp(0, 1, nullptr, token_, options_);
+  auto outcome = tcp_detail::agree_on_survivors(*wire_, {rank(), size(), ++shrinks_, until});
+  const auto me = std::find(outcome.survivors.begin(), outcome.survivors.end(), rank());
+  if (me == outcome.survivors.end())
+    throw error(errc::invalid_group, "tcp rank " + std::to_string(rank()) + ": the survivors left this rank out of the shrunk group");
+  return tcp(*this, int(me - outcome.survivors.begin()), outcome.survivors, std::move(outcome.sockets));
+}
+
+namespace tcp_detail {
+// The same socket, now on `io`.
+template <class Socket>
+std::shared_ptr<Socket> moved_to(asio::io_context& io, Socket& s) {
+  const auto protocol = s.local_endpoint().protocol();
+  auto moved = std::make_shared<Socket>(io);
+  moved->assign(protocol, s.release());
+  return moved;
+}
+}  // namespace tcp_detail
+
+tcp::tcp(tcp& old, int rank, const std::vector<int>& survivors,
+         std::vector<std::shared_ptr<boost::asio::ip::tcp::socket>> sockets)
+    : wire_transport(std::make_unique<tcp_detail::engine>(rank, int(survivors.size()), old.options_.limits)),
+      interface_(old.interface_), token_(old.token_), options_(old.options_), shrinks_(old.shrinks_) {
+  std::vector<std::shared_ptr<tcp_detail::tcp::socket>> links(survivors.size());
+  for (std::size_t r = 0; r < survivors.size(); ++r) {
+    mesh_.addresses.push_back(old.mesh_.addresses[std::size_t(survivors[r])]);
+    if (int(r) == rank) continue;
+    auto& s = sockets[std::size_t(survivors[r])];
+    if (s && s->is_open()) {
+      links[r] = tcp_detail::moved_to(wire_->io(), *s);
+    } else {  // a link that is never opened, to a peer lost from the start
+      links[r] = std::make_shared<tcp_detail::tcp::socket>(wire_->io());
+      wire_->lose_at_start(int(r), "lost rank " + std::to_string(r) + ": it failed during the shrink");
+    }
+  }
+  mesh_.listened_on = old.mesh_.listened_on;
+  wire_->set_epoch(shrinks_);
+  // Ranks already shrinking this group came to the old one's door: their visits wait here.
+  for (auto& v : std::exchange(old.wire_->early_agreements, {}))
+    if (v.attempt > shrinks_ && v.socket->is_open())
+      wire_->early_agreements.push_back({v.rank, v.attempt, tcp_detail::moved_to(wire_->io(), *v.socket)});
+  wire_->adopt(std::move(links));
+  if (const auto door = old.wire_->close_door(); door && door->is_open()) open_door(tcp_detail::moved_to(wire_->io(), *door));
+  if (log::enabled(log::level::info)) log::info(describe() + " (shrunk from " + std::to_string(old.size()) + " ranks)");
+}
+
+void tcp::open_door(std::shared_ptr<boost::asio::ip::tcp::acceptor> door) {
+  std::vector<tcp_detail::tcp::endpoint> doors;
+  for (const auto& a : mesh_.addresses) doors.push_back(tcp_detail::parse_endpoint(a));
+  wire_->open_door(std::move(door), std::move(doors), token_, options_.handshake_limit);
 }
 
 void tcp::meet_everyone(deadline until) {

@@ -174,6 +174,10 @@ class matching_engine {
     peer_state& p = peers_[std::size_t(peer)];
     incoming_message& m = p.incoming;
     m = {.active = true, .into = landing::discard, .tag = tag, .bytes = bytes};
+    if (aborted()) {  // no receive will come: taken in and dropped, so the link reads on
+      if (bytes == 0) finish_message(p);
+      return landing::discard;
+    }
     if (const auto match = std::find_if(p.posted.begin(), p.posted.end(), [&](std::uint32_t r) { return at(r).tag == tag; });
         match != p.posted.end()) {
       const std::uint32_t slot = *match;

@@ -1,6 +1,6 @@
-// One POSIX shared-memory segment per group: a header, a line per rank, and one
-// single-producer single-consumer FIFO per ordered pair of ranks. Rank 0 creates it,
-// every rank maps it, and each unlinks the name as soon as all have mapped it, so the
+// One POSIX shared-memory segment per group: a header, a line per rank, each rank's
+// shrink proposal, and one single-producer single-consumer FIFO per ordered pair of
+// ranks. Rank 0 creates it, every rank maps it, and each unlinks the name as soon as all have mapped it, so the
 // memory lives only as long as some rank's mapping: a rank that crashes after start-up
 // leaves nothing in /dev/shm. Every shared field is a naturally aligned integer used
 // through std::atomic_ref, so the layout is plain bytes that all processes agree on.
@@ -27,7 +27,7 @@
 namespace collectives::shm_detail {
 
 inline constexpr std::size_t line = 64;  // a cache line: fields written by different ranks never share one
-inline constexpr std::uint64_t ready_magic = 0x31304d48534c4c43ull;  // "CLLSHM01"
+inline constexpr std::uint64_t ready_magic = 0x32304d48534c4c43ull;  // "CLLSHM02"
 
 template <class T>
 std::atomic_ref<T> shared(T& field) { return std::atomic_ref<T>(field); }
@@ -39,6 +39,9 @@ struct alignas(line) segment_header {
   std::uint64_t slot_bytes, slots;
   std::uint32_t attached;    // ranks that have mapped it
   std::int32_t aborted_by;   // the rank that aborted the group, or -1
+  // A shrink's outcome (shrink.hpp): its attempt in the high half, its decider + 1 in
+  // the low half, whose proposal then names the ranks that go on. 0: none yet.
+  std::uint64_t shrink_decision;
 };
 
 enum rank_state : std::uint32_t { absent = 0, attached = 1, departed = 2 };
@@ -47,6 +50,7 @@ struct alignas(line) rank_record {  // written by its rank only
   std::int32_t pid;
   std::uint32_t state;             // rank_state
   std::uint64_t pid_namespace;     // inode of /proc/self/ns/pid: pids mean something only within one
+  std::uint32_t shrink_attempt;    // the shrink this rank has come to (1, 2, ...), or 0
 };
 
 struct alignas(line) doorbell {  // rings: bumped by whoever wakes this rank; sleeping: set by the rank
@@ -76,7 +80,11 @@ struct layout {
   std::size_t channel_bytes() const { return sizeof(channel_control) + slots * slot_stride(); }
   std::size_t ranks_at() const { return sizeof(segment_header); }
   std::size_t doorbells_at() const { return ranks_at() + std::size_t(size) * sizeof(rank_record); }
-  std::size_t channels_at() const { return doorbells_at() + std::size_t(size) * sizeof(doorbell); }
+  // Each rank's shrink proposal: a bit per rank, in whole lines.
+  std::size_t proposal_words() const { return (std::size_t(size) + 63) / 64; }
+  std::size_t proposal_stride() const { return (proposal_words() * 8 + line - 1) / line * line; }
+  std::size_t proposals_at() const { return doorbells_at() + std::size_t(size) * sizeof(doorbell); }
+  std::size_t channels_at() const { return proposals_at() + std::size_t(size) * proposal_stride(); }
   std::size_t total_bytes() const { return channels_at() + std::size_t(size) * std::size_t(size - 1) * channel_bytes(); }
   // The FIFO from `from` to `to`; no rank has one to itself.
   std::size_t channel_at(int from, int to) const {
@@ -134,9 +142,32 @@ class segment {
     }
   }
 
+  // A shrunk group's segment, whose name no earlier job used. Any member may die at
+  // any moment, the one laying it out too, so each member that finds none lays out
+  // one of its own under a private name and publishes it with link(2), which never
+  // replaces: the first published is the group's, complete before anyone sees it,
+  // whoever dies afterwards. (Linux keeps POSIX shared memory in /dev/shm.)
+  static segment create_or_attach(const std::string& name, const layout& shape) {
+    if (segment s = attach(name, shape, true)) return s;
+    const std::string mine = name + "." + std::to_string(::getpid());
+    ::shm_unlink(slashed(mine).c_str());  // a leftover of this pid's own earlier try
+    const int fd = ::shm_open(slashed(mine).c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd < 0) throw error(errc::invalid_config, "shm: cannot create /dev/shm/" + mine + ": " + errno_text(errno));
+    segment s = lay_out(fd, mine, shape);
+    const bool published = ::link(("/dev/shm/" + mine).c_str(), ("/dev/shm/" + name).c_str()) == 0;
+    const int e = errno;
+    ::shm_unlink(slashed(mine).c_str());
+    if (published) {
+      s.name_ = name;
+      return s;
+    }
+    if (e != EEXIST) throw error(errc::invalid_config, "shm: cannot publish /dev/shm/" + name + ": " + errno_text(e));
+    return attach(name, shape, true);
+  }
+
   // Other ranks: maps the segment once rank 0 has laid it out; empty if there is none
   // yet, or only a dead job's (call again until the deadline).
-  static segment attach(const std::string& name, const layout& shape) {
+  static segment attach(const std::string& name, const layout& shape, bool creator_may_be_gone = false) {
     const int fd = ::shm_open(slashed(name).c_str(), O_RDWR, 0);
     if (fd < 0) return {};
     struct stat st {};
@@ -156,7 +187,8 @@ class segment {
         return {};
       }
       s = map(fd, name, shape, shape.total_bytes());
-      if (shared(s.header().magic).load(std::memory_order_acquire) != ready_magic || !process_alive(s.header().creator_pid))
+      if (shared(s.header().magic).load(std::memory_order_acquire) != ready_magic ||
+          (!creator_may_be_gone && !process_alive(s.header().creator_pid)))
         return {};
       return s;
     }
@@ -171,6 +203,7 @@ class segment {
   segment_header& header() const { return *at<segment_header>(0); }
   rank_record& rank(int r) const { return at<rank_record>(shape_.ranks_at())[r]; }
   doorbell& bell(int r) const { return at<doorbell>(shape_.doorbells_at())[r]; }
+  std::uint64_t* proposal(int r) const { return at<std::uint64_t>(shape_.proposals_at() + std::size_t(r) * shape_.proposal_stride()); }
   channel_control& control(int from, int to) const { return *at<channel_control>(shape_.channel_at(from, to)); }
   slot_header& slot(int from, int to, std::uint64_t index) const {
     return *at<slot_header>(shape_.channel_at(from, to) + sizeof(channel_control) + std::size_t(index) * shape_.slot_stride());

@@ -112,14 +112,16 @@ class process_watch {
   int first_dead(SaidGoodbye&& said_goodbye) const {
     for (const auto& p : peers_) {
       if (said_goodbye(p.rank)) continue;  // an exit after closing its communicator is no loss
-      if (p.fd >= 0) {
-        pollfd q{p.fd, POLLIN, 0};
-        if (::poll(&q, 1, 0) > 0) return p.rank;  // a pidfd reads ready once its process has exited
-      } else if (!process_alive(p.pid)) {
-        return p.rank;
-      }
+      if (exited(p)) return p.rank;
     }
     return -1;
+  }
+
+  // Whether the watched process of `rank` has exited; false for one not watched.
+  bool dead(int rank) const {
+    for (const auto& p : peers_)
+      if (p.rank == rank) return exited(p);
+    return false;
   }
 
   int pid_of(int rank) const {
@@ -129,6 +131,12 @@ class process_watch {
   }
 
  private:
+  static bool exited(const peer& p) {
+    if (p.fd < 0) return !process_alive(p.pid);
+    pollfd q{p.fd, POLLIN, 0};
+    return ::poll(&q, 1, 0) > 0;  // a pidfd reads ready once its process has exited
+  }
+
   std::vector<peer> peers_;
 };
 

@@ -19,7 +19,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -33,6 +35,7 @@
 #include "../../error.hpp"
 #include "../../log.hpp"
 #include "connection.hpp"
+#include "door.hpp"
 #include "frame.hpp"
 
 namespace collectives::tcp_detail {
@@ -88,6 +91,34 @@ class engine {
   // Throws if a peer was lost or the group aborted.
   void throw_if_broken() const { match_.throw_if_broken(); }
 
+  // A peer of a shrunk group that failed during the shrink: no link to it.
+  void lose_at_start(int peer, std::string why) { match_.lose(peer, std::move(why)); }
+
+  // ---- the door (door.hpp) ------------------------------------------------------
+
+  // Admits visitors at `door` from now on: a notice aborts the group; an agreement's
+  // connection aborts it too, and goes to on_agreement, or waits in early_agreements
+  // until this rank shrinks. `doors` are every rank's, for notices this rank sends.
+  COLLECTIVES_DECL void open_door(std::shared_ptr<asio::ip::tcp::acceptor> door, std::vector<asio::ip::tcp::endpoint> doors,
+                                  auth::job_token token, std::chrono::milliseconds handshake_limit);
+  // Stops admitting; the door stays open, for a shrunk group to take.
+  COLLECTIVES_DECL std::shared_ptr<asio::ip::tcp::acceptor> close_door();
+  const std::vector<asio::ip::tcp::endpoint>& doors() const { return doors_; }
+  // The shrink attempt that made this group (0: the job's start). A visitor speaks
+  // of its own group's: a notice counts only from this group, a shrink only if later,
+  // so that a visitor late from an earlier group can't touch this one.
+  std::uint32_t epoch() const { return epoch_; }
+  void set_epoch(std::uint32_t e) { epoch_ = e; }
+  const auth::job_token& token() const { return *token_; }
+
+  struct visitor {
+    int rank;
+    std::uint32_t attempt;
+    std::shared_ptr<asio::ip::tcp::socket> socket;
+  };
+  std::function<void(visitor)> on_agreement;
+  std::vector<visitor> early_agreements;
+
  private:
   bool open(const connection& link) const { return match_.link(link.peer) == link_state::open; }
 
@@ -139,7 +170,11 @@ class engine {
   // destroyed, so the peer goes on to see the failure that caused this one.
   COLLECTIVES_DECL void abandon(connection& link);
 
-  // An abort frame, naming the rank that aborted, to every peer still listening.
+  COLLECTIVES_DECL void admit_next_visitor();
+  COLLECTIVES_DECL void visited(visit v, std::shared_ptr<asio::ip::tcp::socket> socket);
+
+  // An abort frame, naming the rank that aborted, to every peer still listening; a
+  // notice through the door of each peer whose link is out of step.
   COLLECTIVES_DECL void tell_abort();
 
   // Tells every peer this rank is leaving, so its end of file is no loss, and waits
@@ -152,6 +187,12 @@ class engine {
   transport_detail::matching_engine<> match_;
   engine_limits limits_;
   std::vector<std::unique_ptr<connection>> links_;  // by peer rank; null for this rank
+  std::shared_ptr<asio::ip::tcp::acceptor> door_;
+  bool admitting_ = false;
+  std::vector<asio::ip::tcp::endpoint> doors_;
+  std::optional<auth::job_token> token_;  // set with the door
+  std::chrono::milliseconds handshake_limit_{};
+  std::uint32_t epoch_ = 0;
 };
 
 }  // namespace collectives::tcp_detail

@@ -226,13 +226,71 @@ void engine::abandon(connection& link) {
   link.socket->cancel(ignored);
 }
 
+void engine::open_door(std::shared_ptr<asio::ip::tcp::acceptor> door, std::vector<asio::ip::tcp::endpoint> doors,
+                       auth::job_token token, std::chrono::milliseconds handshake_limit) {
+  door_ = std::move(door);
+  doors_ = std::move(doors);
+  token_ = std::move(token);
+  handshake_limit_ = handshake_limit;
+  admitting_ = true;
+  admit_next_visitor();
+}
+
+std::shared_ptr<asio::ip::tcp::acceptor> engine::close_door() {
+  admitting_ = false;
+  error_code ignored;
+  if (door_) door_->cancel(ignored);
+  io_.poll();  // the cancelled accept's handler
+  return std::move(door_);
+}
+
+void engine::admit_next_visitor() {
+  if (!admitting_ || !door_ || !door_->is_open()) return;
+  auto socket = std::make_shared<asio::ip::tcp::socket>(io_);
+  door_->async_accept(*socket, [this, socket](const error_code& ec) {
+    if (!admitting_) return;
+    if (!ec) {
+      auth::async_admit(socket, *token_, auth::purpose::shrink, [this, socket](auth::outcome o) {
+        if (o.accepted) return visited(visit::of(o.hello), socket);
+        log::debug(match_.who() + "turned away a visitor at its door: " + o.why);
+      }, handshake_limit_);
+    }
+    admit_next_visitor();
+  });
+}
+
+void engine::visited(visit v, std::shared_ptr<asio::ip::tcp::socket> socket) {
+  error_code ignored;
+  const bool this_group = v.kind == visit_kind::agree ? v.attempt > epoch_ : v.attempt == epoch_;
+  if (v.rank < 0 || v.rank >= size() || v.rank == rank() || !this_group) {
+    log::debug(match_.who() + "turned away a visitor from rank " + std::to_string(v.rank) + " of another group");
+    return void(socket->close(ignored));
+  }
+  if (!match_.aborted()) {
+    match_.note_abort(v.rank);
+    log::debug(match_.who() + "rank " + std::to_string(v.rank) +
+               (v.kind == visit_kind::agree ? " began to shrink the group" : " revoked the group"));
+  }
+  if (v.kind != visit_kind::agree) return void(socket->close(ignored));
+  if (on_agreement) on_agreement({v.rank, v.attempt, std::move(socket)});
+  else early_agreements.push_back({v.rank, v.attempt, std::move(socket)});
+}
+
 void engine::tell_abort() {
   const int by = match_.aborted_by();
-  for (auto& l : links_)
-    if (l && open(*l)) {
+  for (auto& l : links_) {
+    if (!l) continue;
+    if (open(*l)) {
       l->queue.push_back({no_slot, encode({frame_kind::abort, {std::uint64_t(by), 0}, 0})});
       write_next(*l);
+    } else if (by == rank() && match_.link(l->peer) == link_state::broken && std::size_t(l->peer) < doors_.size()) {
+      knock(io_, doors_[std::size_t(l->peer)], *token_, {visit_kind::notice, rank(), epoch_}, handshake_limit_,
+            [](std::shared_ptr<asio::ip::tcp::socket> socket, bool) {
+              error_code ignored;
+              if (socket) socket->close(ignored);
+            });
     }
+  }
 }
 
 void engine::say_goodbye() noexcept {
@@ -245,10 +303,13 @@ void engine::say_goodbye() noexcept {
         l->queue.push_back({no_slot, encode({frame_kind::goodbye, {}, 0})});
         write_next(*l);
       }
-    const deadline until = clock::now() + std::chrono::seconds{2};
+    // An aborted group waits for nothing: its peers learn of the abort anyway, and a
+    // rank that shrank must not keep the survivors waiting at its new door.
+    const deadline until = clock::now() + (match_.aborted() ? std::chrono::seconds{0} : std::chrono::seconds{2});
     auto flushed = [&] {
       return std::all_of(links_.begin(), links_.end(), [&](const auto& l) { return !l || !open(*l) || l->queue.empty(); });
     };
+    io_.poll();
     while (!flushed() && clock::now() < until) io_.run_one_until(until);
     for (auto& l : links_)
       if (l && (open(*l) || match_.link(l->peer) == link_state::broken)) {

@@ -33,6 +33,8 @@ struct mesh {
   std::vector<std::shared_ptr<tcp::socket>> peers;  // by rank; null for this rank
   tcp::endpoint listened_on;
   std::vector<std::string> addresses;  // every rank's published address
+  // Still listening: the rank's door for the group's life (door.hpp).
+  std::shared_ptr<tcp::acceptor> acceptor;
 };
 
 namespace mesh_steps {
@@ -164,7 +166,8 @@ inline mesh connect_mesh(asio::io_context& io, int rank, int size, bootstrap::ke
   io.poll();  // connects the lookup posted after the loop ended, so they see `finished`
   s->finished = true;
   boost::system::error_code ignored;
-  s->acceptor.close(ignored);
+  s->acceptor.cancel(ignored);
+  io.poll();  // the cancelled accept's handler, which sees `finished`
   if (!s->failure.empty()) throw error(s->failure_code, "rank " + std::to_string(rank) + ": start-up failed: " + s->failure);
   if (s->missing > 0) {
     std::string absent;
@@ -175,6 +178,7 @@ inline mesh connect_mesh(asio::io_context& io, int rank, int size, bootstrap::ke
   // Everyone published before connecting, so these are all there now.
   s->result.addresses.resize(static_cast<std::size_t>(size));
   for (int r = 0; r < size; ++r) s->result.addresses[std::size_t(r)] = store.get(key_prefix + std::to_string(r), until);
+  s->result.acceptor = std::make_shared<tcp::acceptor>(std::move(s->acceptor));
   return std::move(s->result);
 }
 
