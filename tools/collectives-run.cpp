@@ -72,6 +72,10 @@ Starts N ranks of program on this host, prefixes their output lines with
   --grace SECONDS      after a rank fails, time the others get to exit by
                        themselves before SIGTERM (default 3)
   --timeout SECONDS    stop the job after this long and exit 124 (default 0: none)
+  --keep-going         a rank killed by a signal does not stop the others, for
+                       programs that shrink their communicator and go on; the
+                       job then succeeds when every other rank exits with 0
+                       (and at least one does)
   --transport T        auto, shm or tcp: sets COLLECTIVES_TRANSPORT for the ranks
                        (default: as the environment has it; unset means auto)
   --bind-to core|none  core: each local rank runs only on a physical core of its
@@ -146,6 +150,7 @@ struct options {
   bool bind_to_core = false;
   std::vector<int> rank_cpus;  // with --bind-to core, local rank i's cpu
   bool show_topology = false;
+  bool keep_going = false;
   bool prefix = true;
   std::vector<std::string> command;
 };
@@ -211,6 +216,7 @@ options parse_options(int argc, char** argv) {
     else if (name == "--bind-to") opts.bind_to_core = parse_binding(name, value());
     else if (name == "--topology" && !attached) opts.show_topology = true;
     else if (name == "--no-prefix" && !attached) opts.prefix = false;
+    else if (name == "--keep-going" && !attached) opts.keep_going = true;
     else if ((name == "-h" || name == "--help") && !attached) print_usage();
     else if (name == "--version" && !attached) print_version();
     else usage_error("unknown option " + std::string(arg));
@@ -611,7 +617,15 @@ class supervisor {
       rank.wait_status = status;
       rank.out.drain();  // its last words come before the news of its end
       rank.err.drain();
-      if (!exited_cleanly(status) && begin_stop(stop_reason::rank_failed)) stop_after_failure(rank);
+      if (exited_cleanly(status)) continue;
+      if (job_.opts.keep_going && WIFSIGNALED(status) && stop_reason_ == stop_reason::none) {
+        if (!first_killed_) first_killed_ = &rank;
+        if (any_running())
+          say("rank " + std::to_string(rank.rank) + " (pid " + std::to_string(rank.pid) + ") " + outcome(rank) +
+              "; the others go on (--keep-going)");
+        continue;
+      }
+      if (begin_stop(stop_reason::rank_failed)) stop_after_failure(rank);
     }
   }
 
@@ -665,7 +679,10 @@ class supervisor {
 
   int exit_status() const {
     switch (stop_reason_) {
-      case stop_reason::none: return 0;
+      case stop_reason::none:  // with --keep-going, ranks killed while others went on count if none exited
+        return first_killed_ && std::all_of(ranks_.begin(), ranks_.end(), [](const rank_process& r) { return WIFSIGNALED(r.wait_status); })
+                   ? shell_status(first_killed_->wait_status)
+                   : 0;
       case stop_reason::rank_failed: return shell_status(first_failure_->wait_status);
       case stop_reason::launcher_signalled: return 128 + received_signal_;
       case stop_reason::timed_out: return exit_timed_out;
@@ -682,6 +699,7 @@ class supervisor {
   std::set<int> sent_signals_;
   stop_reason stop_reason_ = stop_reason::none;
   const rank_process* first_failure_ = nullptr;
+  const rank_process* first_killed_ = nullptr;  // with --keep-going
   std::map<std::string, std::vector<int>> start_failures_;  // why a rank could not start -> those ranks
   int received_signal_ = 0;
 };

@@ -148,6 +148,22 @@ test_rank_killed() {
   expect_line "$err" 'collectives-run: rank 1 was killed by signal 9 (Killed)'
 }
 
+# --keep-going: a killed rank does not stop the others, which decide the status; a rank
+# that exits non-zero still stops the job; a job whose every rank was killed fails.
+test_keep_going() {
+  run -n 3 --keep-going sh -c 'if [ "$RANK" = 1 ]; then kill -9 $$; fi; sleep 1; echo "done $RANK"'
+  expect_status 0
+  expect_lines "$out" '[0] done 0' '[2] done 2'
+  expect_match "$err" '^collectives-run: rank 1 \(pid [0-9]+\) was killed by signal 9 \(Killed\); the others go on \(--keep-going\)$'
+  expect_line "$err" 'collectives-run: rank 1 was killed by signal 9 (Killed)'
+  run -n 3 --keep-going sh -c 'if [ "$RANK" = 1 ]; then kill -9 $$; fi; if [ "$RANK" = 2 ]; then sleep 0.5; exit 3; fi; sleep 60'
+  expect_status 3
+  expect_faster_than 6
+  expect_match "$err" '^collectives-run: rank 2 \(pid [0-9]+\) exited with status 3; stopping the other ranks in 3 s$'
+  run -n 2 --keep-going sh -c 'kill -9 $$'
+  expect_status 137
+}
+
 # Starts the launcher in the background, waits until its N ranks have printed
 # "ready", sends it SIGNAL, and waits (at most 10 s) for it to end.
 signal_the_launcher() {
