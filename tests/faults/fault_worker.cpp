@@ -37,33 +37,13 @@
 #include <collectives/collectives.hpp>
 #include <collectives/transport/automatic.hpp>
 
+#include "worker_lines.hpp"
+
 namespace {
 
 namespace coll = collectives;
 using comm_t = coll::communicator<coll::automatic_transport>;
-using steady = std::chrono::steady_clock;
-
-long long now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(steady::now().time_since_epoch()).count();
-}
-
-// One whole line on stdout, flushed at once: the process may die right after.
-void say(const std::string& line) {
-  std::fputs((line + "\n").c_str(), stdout);
-  std::fflush(stdout);
-}
-
-// The same stream of numbers on every rank, whatever the standard library.
-struct splitmix64 {
-  std::uint64_t state;
-  std::uint64_t next() {
-    std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-  std::size_t below(std::size_t n) { return std::size_t(next() % n); }
-};
+using namespace fault_workers;
 
 // A count from 1 to `max` floats, spread evenly over the orders of magnitude.
 std::size_t pick_count(splitmix64& rng, std::size_t max) {

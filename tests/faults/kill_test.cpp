@@ -14,11 +14,7 @@
 // a run; COLLECTIVES_FAULT_TRIALS changes the number of trials (default 20).
 // COLLECTIVES_RUN and COLLECTIVES_FAULT_WORKER override the programs' paths that
 // CMake compiled in.
-#include <dirent.h>
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -36,79 +32,19 @@
 #include <string_view>
 #include <vector>
 
-#include <collectives/transport/shm/segment_name.hpp>
 #include <doctest/doctest.h>
+
+#include "trial_job.hpp"
 
 namespace {
 
-using steady = std::chrono::steady_clock;
+using namespace fault_tests;
 
 constexpr double call_timeout_s = 3;  // the workers' per-call deadline (COLLECTIVES_TIMEOUT)
 constexpr double allowed_s = call_timeout_s + 2;  // how late a survivor may report the loss
 constexpr int grace_s = 5;                        // collectives-run --grace
 constexpr int launcher_timeout_s = 60;            // collectives-run --timeout
 constexpr auto trial_limit = std::chrono::seconds(launcher_timeout_s + 15);  // then we kill the launcher
-
-std::string from_env(const char* name, const char* fallback) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' ? v : fallback;
-}
-
-struct outcome {
-  int status = -1;  // the launcher's exit status, 128 + signal if it was killed, -1 if we had to kill it
-  bool hung = false;
-  std::string output;  // stdout and stderr together
-  double seconds = 0;
-};
-
-// Runs argv[0] with stdout and stderr into one pipe; reads until end of file or
-// trial_limit (then kills it).
-outcome run(const std::vector<std::string>& args) {
-  outcome out;
-  const auto start = steady::now();
-  int fds[2];
-  REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
-  std::vector<char*> argv;
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  const pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    ::dup2(fds[1], 1);
-    ::dup2(fds[1], 2);
-    ::execv(argv[0], argv.data());
-    const std::string msg = "kill_test: cannot run " + args[0] + ": " + std::strerror(errno) + "\n";
-    (void)!::write(2, msg.data(), msg.size());
-    ::_exit(127);
-  }
-  ::close(fds[1]);
-  char buffer[65536];
-  for (;;) {
-    const auto left = trial_limit - (steady::now() - start);
-    if (left <= std::chrono::milliseconds(0)) {
-      out.hung = true;
-      ::kill(pid, SIGKILL);  // its ranks die with it (PR_SET_PDEATHSIG)
-      break;
-    }
-    pollfd p{fds[0], POLLIN, 0};
-    const int ready = ::poll(&p, 1, int(std::chrono::duration_cast<std::chrono::milliseconds>(left).count()) + 1);
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready <= 0) continue;
-    const ssize_t n = ::read(fds[0], buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    out.output.append(buffer, std::size_t(n));
-  }
-  ::close(fds[0]);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (out.hung) out.status = -1;
-  else if (WIFEXITED(status)) out.status = WEXITSTATUS(status);
-  else if (WIFSIGNALED(status)) out.status = 128 + WTERMSIG(status);
-  out.seconds = std::chrono::duration<double>(steady::now() - start).count();
-  return out;
-}
 
 struct rank_lines {
   std::vector<long long> killing_at;
@@ -121,20 +57,10 @@ struct rank_lines {
   std::vector<std::string> wrong, failed;
 };
 
-// "[R] text" lines by rank; the launcher's own lines have no prefix.
+// "[R] text" lines by rank.
 std::map<int, rank_lines> parse(const std::string& output) {
   std::map<int, rank_lines> ranks;
-  std::size_t pos = 0;
-  while (pos < output.size()) {
-    std::size_t end = output.find('\n', pos);
-    if (end == std::string::npos) end = output.size();
-    const std::string_view line(output.data() + pos, end - pos);
-    pos = end + 1;
-    if (line.empty() || line[0] != '[') continue;
-    const std::size_t close = line.find("] ");
-    if (close == std::string_view::npos) continue;
-    const int rank = std::atoi(std::string(line.substr(1, close - 1)).c_str());
-    const std::string_view text = line.substr(close + 2);
+  for_each_rank_line(output, [&](int rank, std::string_view text) {
     auto starts = [&](std::string_view prefix) { return text.substr(0, prefix.size()) == prefix; };
     rank_lines& r = ranks[rank];
     if (starts("killing at ")) {
@@ -144,7 +70,7 @@ std::map<int, rank_lines> parse(const std::string& output) {
       const std::size_t code = text.find(" code="), what = text.find(" what=");
       if (code == std::string_view::npos || what == std::string_view::npos || what < code) {
         r.failed.push_back("unparsable: " + std::string(text));
-        continue;
+        return;
       }
       r.losses.push_back({std::atoll(std::string(text.substr(8, code - 8)).c_str()),
                           std::string(text.substr(code + 6, what - code - 6)), std::string(text.substr(what + 6))});
@@ -153,7 +79,7 @@ std::map<int, rank_lines> parse(const std::string& output) {
     } else if (starts("FAILED")) {
       r.failed.emplace_back(text);
     }
-  }
+  });
   return ranks;
 }
 
@@ -171,70 +97,18 @@ int lost_rank_named(const std::string& what, int reporter) {
   return end == digits ? -1 : int(rank);
 }
 
-// 32 random bytes as hex: a job token no other job has. Not drawn from the trials'
-// generator, so that a seed repeats the same trials.
-std::string fresh_token() {
-  std::random_device random;
-  std::string token;
-  char digits[9];
-  for (int i = 0; i < 8; ++i) {
-    std::snprintf(digits, sizeof digits, "%08x", static_cast<unsigned>(random()));
-    token += digits;
-  }
-  return token;
-}
-
-// Removes and names what a job with this token left in /dev/shm.
-std::vector<std::string> remove_shm_leftovers(const std::string& token) {
-  const std::string prefix = collectives::shm_detail::segment_prefix(token);
-  std::vector<std::string> left;
-  if (DIR* dir = ::opendir("/dev/shm")) {
-    while (const dirent* entry = ::readdir(dir))
-      if (std::string_view(entry->d_name).starts_with(prefix)) left.push_back(std::string("/dev/shm/") + entry->d_name);
-    ::closedir(dir);
-  }
-  for (const auto& path : left) ::unlink(path.c_str());
-  return left;
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-std::string ms(double seconds) {
-  char s[32];
-  std::snprintf(s, sizeof s, "%.1f ms", seconds * 1e3);
-  return s;
-}
-
 }  // namespace
 
 TEST_CASE("a rank killed at a random point: every survivor reports the lost peer in time") {
   const std::string launcher = from_env("COLLECTIVES_RUN", COLLECTIVES_RUN_PATH);
   const std::string worker = from_env("COLLECTIVES_FAULT_WORKER", FAULT_WORKER_PATH);
   const int trials = std::atoi(from_env("COLLECTIVES_FAULT_TRIALS", "20").c_str());
-  const std::uint64_t seed = std::getenv("COLLECTIVES_FAULT_SEED")
-                                 ? std::strtoull(std::getenv("COLLECTIVES_FAULT_SEED"), nullptr, 10)
-                                 : (std::uint64_t(std::random_device{}()) << 32 | std::random_device{}());
   const std::string transport = from_env("COLLECTIVES_TRANSPORT", "tcp");
-  std::printf("kill_test: seed %llu (COLLECTIVES_FAULT_SEED=%llu repeats this run), %d trials over %s\n",
-              static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed), trials, transport.c_str());
-  std::fflush(stdout);
-
-  // Each trial is a job of its own: a fresh port from the launcher, a fresh token from here.
-  for (const char* name : {"MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
-                           "COLLECTIVES_JOB_TOKEN", "COLLECTIVES_CHECK_CALLS", "OMPI_COMM_WORLD_RANK",
-                           "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS"})
-    ::unsetenv(name);
+  const std::uint64_t seed = trial_seed("kill_test", "COLLECTIVES_FAULT_SEED", trials, transport);
   char timeout_text[32];
   std::snprintf(timeout_text, sizeof timeout_text, "%g", call_timeout_s);
-  ::setenv("COLLECTIVES_TIMEOUT", timeout_text, 1);
-  ::setenv("COLLECTIVES_STARTUP_TIMEOUT", "20", 1);
+  clear_launch_environment(timeout_text);
   ::setenv("COLLECTIVES_FAULT_MAX_S", "30", 1);
-  ::setenv("COLLECTIVES_RUN_KEEP_SHM", "1", 1);
 
   std::mt19937_64 rng(seed);
   std::vector<double> trial_latencies, all_latencies;
@@ -253,7 +127,7 @@ TEST_CASE("a rank killed at a random point: every survivor reports the lost peer
     std::string command = std::string("COLLECTIVES_TIMEOUT=") + timeout_text;
     for (const auto& a : args) command += " " + a;
 
-    const outcome out = run(args);
+    const outcome out = run(args, trial_limit);
     const auto lines = parse(out.output);
     std::vector<std::string> problems;
     auto problem = [&](std::string s) { problems.push_back(std::move(s)); };
