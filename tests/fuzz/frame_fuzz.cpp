@@ -16,10 +16,12 @@ namespace {
 
 // What our sender can write, stated apart from decode's own test (well_formed), so a
 // change to either shows: data frames of any tag and length; an abort naming an int
-// rank and nothing else; an empty goodbye.
+// rank and nothing else; an empty goodbye; a failure naming an int rank, with a flag
+// and at most 1024 bytes of text.
 bool possible(const tcp::frame_header& h) {
   using tcp::frame_kind;
   if (h.kind == frame_kind::data) return true;
+  if (h.kind == frame_kind::failure) return h.tag.call <= 0x7FFFFFFF && h.tag.step <= 1 && h.length <= 1024;
   if (h.length != 0 || h.tag.step != 0) return false;
   if (h.kind == frame_kind::abort) return h.tag.call <= 0x7FFFFFFF;
   return h.kind == frame_kind::goodbye && h.tag.call == 0;

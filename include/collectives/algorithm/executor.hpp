@@ -13,6 +13,7 @@
 #include <cstring>
 #include <exception>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -160,6 +161,7 @@ class executor {
       // Device steps were only enqueued: the call is done once they are.
       if constexpr (requires { memory_.synchronize(ctx.until); }) memory_.synchronize(ctx.until);
     } catch (...) {
+      tell_transport_why();
       cancel_and_trim();
       throw;
     }
@@ -170,6 +172,7 @@ class executor {
 
   // Gives up the call: its messages are cancelled, so no byte touches its buffers later.
   [[noreturn]] void fail(const error& e) {
+    if constexpr (notes_failures) transport_.note_failure(e.what());
     cancel_and_trim();
     throw e;
   }
@@ -239,6 +242,20 @@ class executor {
   void trim() {
     room_.scratch.trim();
     room_.staging.trim();
+  }
+
+  // A transport that tells its peers why this rank left learns why its call failed.
+  static constexpr bool notes_failures = requires(Transport& t, std::string_view w) { t.note_failure(w); };
+  void tell_transport_why() noexcept {  // from a catch block
+    if constexpr (notes_failures) {
+      try {
+        throw;
+      } catch (const std::exception& e) {
+        transport_.note_failure(e.what());
+      } catch (...) {
+        transport_.note_failure("its call failed with an exception that is not a std::exception");
+      }
+    }
   }
 
   void cancel_and_trim() noexcept {

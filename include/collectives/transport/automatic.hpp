@@ -112,6 +112,9 @@ class automatic_transport {
   void abort() {
     on_chosen([](auto& t) { t.abort(); });
   }
+  void note_failure(std::string_view what) noexcept {
+    on_chosen([&](auto& t) { t.note_failure(what); });
+  }
   // The survivors' group, over the same kind of transport (docs/fault-tolerance.md).
   automatic_transport shrink(deadline until) {
     return on_chosen([&](auto& t) { return automatic_transport(t.shrink(until)); });

@@ -10,6 +10,7 @@
 #include <span>
 #include <string>
 #include <utility>
+#include <string_view>
 #include <vector>
 
 #include "../algorithm/shared_transport.hpp"
@@ -82,6 +83,11 @@ class subgroup {
   void cancel(request& r) noexcept { base().cancel(r); }
   // The job's transport is shared: this aborts every group of the job.
   void abort() { base().abort(); }
+  void note_failure(std::string_view what) noexcept
+    requires requires(Base& b, std::string_view w) { b.note_failure(w); }
+  {
+    base().note_failure(what);
+  }
 
   Base& base() noexcept { return job_->transport; }
   shared_transport<Base>& shared() const noexcept { return *job_; }

@@ -2,7 +2,8 @@
 // peer's posted receives and early messages, matched first-in first-out per (peer,
 // tag); the budget for early data; size checks; delivery into a receive's buffer or
 // through a fused receive's sink in whole elements; cancel; abort; and the state of
-// each link (open, departed, lost, broken), with one set of error messages.
+// each link (open, departed, lost, broken), and the first failure, with one set of
+// error messages.
 //
 // A transport keeps only its wire: how bytes move and how it waits. The wire posts
 // operations here, queues and moves the sends itself, and hands every message that
@@ -28,6 +29,7 @@
 #include <deque>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -297,10 +299,37 @@ class matching_engine {
   }
   int aborted_by() const { return aborted_by_.load(std::memory_order_relaxed); }
 
+  // The first failure this rank learned of, seen here or told by a peer: the one its
+  // errors name first, and the one it tells its peers. `why` begins with the rank it
+  // names ("lost rank 2: ..."), after this rank's own "rank R: ".
+  struct failure {
+    int rank = -1;
+    bool gone = false;  // `rank` is lost for good, not merely failed in a call
+    std::string why;
+  };
+  const std::optional<failure>& first_failure() const { return first_failure_; }
+  bool note_failure(failure f) {
+    if (first_failure_) return false;
+    first_failure_ = std::move(f);
+    return true;
+  }
+
+  // A peer, `from`, told this rank of its first failure. A rank it says is gone is
+  // lost here too (so calls fail now, not when its own link says so); a failure of
+  // `from` itself is only remembered, for when it leaves. Word of this rank's own
+  // loss is someone else's broken link, not news.
+  void hear(int from, failure f) {
+    if (f.rank < 0 || f.rank >= size_ || f.rank == rank_) return;
+    if (f.rank != from) f.why += " (reported by rank " + std::to_string(from) + ")";
+    if (f.gone) lose(f.rank, std::move(f.why));
+    else note_failure(std::move(f));
+  }
+
   // The link to `peer` is down, `why` says how (after "rank R: "). Only the first
   // change counts. lose() returns true when this is the group's first lost peer.
   bool lose(int peer, std::string why) {
-    if (!set_link(peer, link_state::lost, std::move(why))) return false;
+    if (!set_link(peer, link_state::lost, why)) return false;
+    note_failure({peer, true, std::move(why)});
     if (first_lost_ >= 0) return false;
     first_lost_ = peer;
     return true;
@@ -318,7 +347,14 @@ class matching_engine {
     if (const int by = aborted_by(); by >= 0)
       throw error(errc::aborted, who() + "the group was aborted by " + (by == rank_ ? "this rank" : "rank " + std::to_string(by)));
     if (aborted()) throw error(errc::aborted, who() + "the group was aborted");
-    if (first_lost_ >= 0) throw error(errc::peer_lost, who() + link_story(first_lost_));
+    if (first_lost_ >= 0) throw error(errc::peer_lost, who() + story(link_story(first_lost_)));
+  }
+
+  // What happened to a link, told after the first failure when that came before it:
+  // a survivor names the rank that failed first, not the one that left because of it.
+  std::string story(const std::string& what) const {
+    if (!first_failure_ || first_failure_->why == what) return what;
+    return first_failure_->why + "; then " + what;
   }
 
   // An operation whose peer has left or whose link is out of step can't finish.
@@ -327,10 +363,10 @@ class matching_engine {
     switch (p.link) {
       case link_state::open: return;
       case link_state::departed:
-        throw error(errc::peer_lost, who() + p.why + " while this rank still had a message " +
-                                         (o.type == op_type::send ? "for" : "from") + " it");
-      case link_state::lost: throw error(errc::peer_lost, who() + p.why);
-      case link_state::broken: throw error(errc::protocol_error, who() + p.why);
+        throw error(errc::peer_lost, who() + story(p.why + " while this rank still had a message " +
+                                                   (o.type == op_type::send ? "for" : "from") + " it"));
+      case link_state::lost: throw error(errc::peer_lost, who() + story(p.why));
+      case link_state::broken: throw error(errc::protocol_error, who() + story(p.why));
     }
   }
 
@@ -515,6 +551,7 @@ class matching_engine {
   std::vector<std::uint32_t> free_;
   std::atomic<int> aborted_by_{-1};
   int first_lost_ = -1;
+  std::optional<failure> first_failure_;
 };
 
 }  // namespace collectives::transport_detail

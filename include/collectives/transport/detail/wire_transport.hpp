@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string_view>
 #include <utility>
 
 #include "../../concepts/transport.hpp"
@@ -36,6 +37,13 @@ class wire_transport {
   bool wait_for_activity(deadline until) { return wire_->wait_for_activity(until); }
   void cancel(request& r) noexcept { wire_->cancel(r.slot); }
   void abort() { wire_->abort(); }
+  // Why this rank's call failed, for the peers it tells when it leaves.
+  void note_failure(std::string_view what) noexcept {
+    try {
+      if (wire_) wire_->note_own_failure(what);
+    } catch (...) {  // no memory for the text: the peers learn less
+    }
+  }
 
  protected:
   explicit wire_transport(std::unique_ptr<Wire> wire) : wire_(std::move(wire)) {}

@@ -18,6 +18,7 @@
 #include <exception>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -78,6 +79,10 @@ class engine {
 
   COLLECTIVES_DECL void throw_if_broken();
 
+  // This rank's call failed (`what`, its error's text): the reason it gives the peers
+  // when it leaves, unless an earlier failure is known.
+  COLLECTIVES_DECL void note_own_failure(std::string_view what);
+
  private:
   using op = transport_detail::operation<>;
 
@@ -93,8 +98,17 @@ class engine {
     std::uint32_t seen_state = attached;
   };
 
-  // An abort by any rank is a word in the segment; the matching engine learns of it here.
+  // An abort by any rank is a word in the segment, and so is the group's first
+  // failure; the matching engine learns of both here.
   COLLECTIVES_DECL void note_abort();
+
+  // The group's first failure: the first rank to learn of one writes it in the
+  // segment, and every rank names it in its errors, so that a survivor names the rank
+  // that failed first, not one that left because of it. A rank that leaves after a
+  // failure writes why (its own call's failure, or the exception its program leaves by).
+  using failure = transport_detail::matching_engine<>::failure;
+  COLLECTIVES_DECL void publish(const failure& f);
+  COLLECTIVES_DECL void learn_group_failure();
   COLLECTIVES_DECL bool broken();
 
   COLLECTIVES_DECL std::uint32_t pulled(std::uint32_t slot);
@@ -130,6 +144,8 @@ class engine {
   std::vector<fifo_ends> fifos_;
   process_watch watch_;
   deadline next_watch_{};
+  std::string own_failure_;  // this rank's first failed call, as its error said
+  bool learned_failure_ = false;
 };
 
 }  // namespace collectives::shm_detail

@@ -14,6 +14,9 @@ engine::engine(int rank, segment seg, engine_limits limits)
 
 engine::~engine() {
   if (!seg_) return;
+  note_abort();
+  if (!match_.aborted() && own_failure_.empty() && std::uncaught_exceptions() > 0)
+    publish({rank(), false, "rank " + std::to_string(rank()) + " failed: its program threw an exception out of its communicator's scope"});
   shared(seg_.rank(rank()).state).store(departed, std::memory_order_release);
   for (int p = 0; p < size(); ++p)
     if (p != rank()) ring(seg_.bell(p));
@@ -103,8 +106,47 @@ void engine::throw_if_broken() {
 }
 
 void engine::note_abort() {
-  if (seg_)
-    if (const int by = shared(seg_.header().aborted_by).load(std::memory_order_relaxed); by >= 0) match_.note_abort(by);
+  if (!seg_) return;
+  if (const int by = shared(seg_.header().aborted_by).load(std::memory_order_relaxed); by >= 0) match_.note_abort(by);
+  learn_group_failure();
+}
+
+void engine::note_own_failure(std::string_view what) {
+  if (!own_failure_.empty()) return;
+  const std::string own = match_.who();
+  if (what.starts_with(own)) what.remove_prefix(own.size());
+  own_failure_ = what.empty() ? std::string("a call failed") : std::string(what);
+  // Written before the call gives its transfers up, so a peer that sees them given up
+  // finds why. An abort is no failure of this rank's: the group was told of it.
+  note_abort();
+  if (seg_ && !match_.aborted() && !match_.first_failure())
+    publish({rank(), false, "rank " + std::to_string(rank()) + " failed: " + own_failure_});
+}
+
+void engine::publish(const failure& f) {
+  segment_header& h = seg_.header();
+  std::uint32_t none = 0;
+  if (!shared(h.failure_state).compare_exchange_strong(none, 1)) return learn_group_failure();  // another's came first
+  h.failure_rank = f.rank;
+  h.failure_teller = rank();
+  h.failure_gone = f.gone ? 1 : 0;
+  const std::size_t n = std::min(f.why.size(), failure_text_bytes - 1);
+  std::memcpy(h.failure_text, f.why.data(), n);
+  h.failure_text[n] = '\0';
+  shared(h.failure_state).store(2, std::memory_order_release);
+  learned_failure_ = true;  // this rank's own, or one it already knew
+  for (int p = 0; p < size(); ++p)
+    if (p != rank()) ring(seg_.bell(p));
+}
+
+void engine::learn_group_failure() {
+  if (learned_failure_ || !seg_) return;
+  segment_header& h = seg_.header();
+  if (shared(h.failure_state).load(std::memory_order_acquire) != 2) return;
+  learned_failure_ = true;
+  const std::size_t n = ::strnlen(h.failure_text, failure_text_bytes);
+  const int teller = h.failure_teller;
+  if (teller >= 0 && teller < size()) match_.hear(teller, {h.failure_rank, h.failure_gone == 1, std::string(h.failure_text, n)});
 }
 
 bool engine::broken() {
@@ -182,9 +224,10 @@ void engine::look_at_peer(op& o) {
     pull(o.peer);
     notice_dead_peer();  // a peer gives up after a loss of its own: name that loss first
     throw_if_broken();
+    // It failed: its failure, written in the segment before it gave up, comes first.
     if (o.state != op_state::done)
-      match_.fail(o, errc::protocol_error, "rank " + std::to_string(o.peer) +
-                                               " gave up halfway through a message to this rank after a failure of its own");
+      match_.fail(o, errc::peer_lost, match_.story("rank " + std::to_string(o.peer) +
+                                                    " gave up halfway through a message to this rank after a failure"));
   }
   if (shared(seg_.rank(o.peer).state).load(std::memory_order_acquire) == departed) {
     if (o.type != op_type::send) pull(o.peer);  // its last messages are still in the FIFO
@@ -213,10 +256,12 @@ bool engine::news() {
 }
 
 bool engine::notice_dead_peer() {
+  learn_group_failure();  // a rank that died after learning of a failure: name that first
   if (match_.first_lost() >= 0) return true;
   const int dead = watch_.first_dead([&](int p) { return shared(seg_.rank(p).state).load(std::memory_order_acquire) == departed; });
   if (dead < 0) return false;
   match_.lose(dead, "lost rank " + std::to_string(dead) + ": its process (pid " + std::to_string(watch_.pid_of(dead)) + ") died");
+  publish(*match_.first_failure());
   return true;
 }
 

@@ -27,7 +27,8 @@
 namespace collectives::shm_detail {
 
 inline constexpr std::size_t line = 64;  // a cache line: fields written by different ranks never share one
-inline constexpr std::uint64_t ready_magic = 0x32304d48534c4c43ull;  // "CLLSHM02"
+inline constexpr std::uint64_t ready_magic = 0x33304d48534c4c43ull;  // "CLLSHM03"
+inline constexpr std::size_t failure_text_bytes = 512;
 
 template <class T>
 std::atomic_ref<T> shared(T& field) { return std::atomic_ref<T>(field); }
@@ -42,6 +43,14 @@ struct alignas(line) segment_header {
   // A shrink's outcome (shrink.hpp): its attempt in the high half, its decider + 1 in
   // the low half, whose proposal then names the ranks that go on. 0: none yet.
   std::uint64_t shrink_decision;
+  // The group's first failure (engine.hpp): `failure_state` goes 0 -> 1 for the rank
+  // that claims it, which writes the rest, then 1 -> 2. A rank that dies between the
+  // two leaves it at 1, which readers take for none.
+  std::uint32_t failure_state;
+  std::int32_t failure_rank;     // the rank it names
+  std::int32_t failure_teller;   // the rank that wrote it
+  std::uint32_t failure_gone;    // 1: failure_rank is lost for good
+  char failure_text[failure_text_bytes];  // NUL-terminated
 };
 
 enum rank_state : std::uint32_t { absent = 0, attached = 1, departed = 2 };

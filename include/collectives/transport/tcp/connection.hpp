@@ -27,6 +27,7 @@ struct outgoing {
   std::uint32_t slot = no_slot;  // no_slot for control frames
   header_bytes header{};
   bool withdrawn = false;        // cancelled before it started
+  std::string text{};            // a control frame's payload (a failure's text)
 };
 
 // Where a link is in its incoming stream: expecting a header, within a payload, or
@@ -43,6 +44,7 @@ struct connection {
   int peer;
   std::shared_ptr<boost::asio::ip::tcp::socket> socket;
   bool said_goodbye = false;  // the peer announced that it closes; its end of file is no loss
+  bool told_failure = false;  // this rank's first failure is on its way to the peer
 
   // Sending: frames in order; the front one is being written while `writing`.
   std::deque<outgoing> queue;

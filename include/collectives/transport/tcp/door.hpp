@@ -5,7 +5,9 @@
 // and says who it is and why it came:
 //   notice  the group is aborted (revoked) by this rank;
 //   agree   this rank shrinks the group (shrink.hpp); the connection stays open for
-//           the agreement, and tells of the abort too.
+//           the agreement, and tells of the abort too;
+//   report  this rank's first failure (a failure frame follows), for a peer whose
+//           connection is out of step; the door answers one byte once it has taken it.
 // A knock that nobody answers (the connection is refused) means the rank's process
 // has gone: the kernel closes a dead process's door.
 #pragma once
@@ -24,7 +26,7 @@ namespace collectives::tcp_detail {
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 
-enum class visit_kind : std::uint8_t { notice = 1, agree = 2 };
+enum class visit_kind : std::uint8_t { notice = 1, agree = 2, report = 3 };
 
 // What a visitor vouches for in its handshake: rank, shrink attempt, kind.
 struct visit {
@@ -39,6 +41,11 @@ struct visit {
     return {visit_kind(hello >> 56), int(std::uint32_t(hello)), std::uint32_t(hello >> 32) & 0xFFFFFFu};
   }
 };
+
+inline void close_quietly(tcp::socket& socket) {
+  boost::system::error_code ignored;
+  socket.close(ignored);
+}
 
 // Knocks at `where` and introduces `who`: done(socket, true) once admitted (the caller
 // keeps or closes it); done(nullptr, true) when the door opened but the handshake

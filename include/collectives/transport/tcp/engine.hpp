@@ -19,10 +19,12 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -30,6 +32,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/read.hpp>
+#include <boost/asio/write.hpp>
 
 #include "../../config.hpp"
 #include "../../error.hpp"
@@ -93,6 +96,10 @@ class engine {
 
   // A peer of a shrunk group that failed during the shrink: no link to it.
   void lose_at_start(int peer, std::string why) { match_.lose(peer, std::move(why)); }
+
+  // This rank's call failed (`what`, its error's text): the reason it gives the peers
+  // when it leaves, unless it learned of an earlier failure first.
+  COLLECTIVES_DECL void note_own_failure(std::string_view what);
 
   // ---- the door (door.hpp) ------------------------------------------------------
 
@@ -177,6 +184,22 @@ class engine {
   // notice through the door of each peer whose link is out of step.
   COLLECTIVES_DECL void tell_abort();
 
+  // ---- the first failure, told to every peer --------------------------------------
+  //
+  // A rank tells each peer the first failure it learned of as soon as it learns of it,
+  // and, when it leaves, why: that failure, else its own call's, else the exception
+  // its program is leaving by. So a survivor names the rank that failed first, not a
+  // rank that left because of it. An out-of-step link can't carry a frame: such a peer
+  // gets a report through its door, which a leaving rank waits for (a little).
+
+  using failure = transport_detail::matching_engine<>::failure;
+  COLLECTIVES_DECL std::optional<failure> reason_to_leave() const;
+  COLLECTIVES_DECL void tell_failure(const failure& f);
+  COLLECTIVES_DECL void report_through_door(int peer, const failure& f);
+  // A failure frame arrived, on a link or through the door.
+  COLLECTIVES_DECL void heard(int from, const frame_header& h, std::string text);
+  COLLECTIVES_DECL void take_report(int from, std::shared_ptr<asio::ip::tcp::socket> socket);
+
   // Tells every peer this rank is leaving, so its end of file is no loss, and waits
   // a little for the frames to go out.
   COLLECTIVES_DECL void say_goodbye() noexcept;
@@ -193,6 +216,9 @@ class engine {
   std::optional<auth::job_token> token_;  // set with the door
   std::chrono::milliseconds handshake_limit_{};
   std::uint32_t epoch_ = 0;
+  std::string own_failure_;   // this rank's first failed call, as its error said
+  int reports_under_way_ = 0;  // failure reports knocking at doors
+  bool told_first_ = false;    // the first failure went to every peer when it was learned
 };
 
 }  // namespace collectives::tcp_detail

@@ -89,7 +89,7 @@ void engine::write_next(connection& link) {
 
 void engine::write_rest(connection& link) {
   const outgoing& frame = link.queue.front();
-  std::span<const std::byte> payload;
+  std::span<const std::byte> payload = std::as_bytes(std::span(frame.text));
   if (frame.slot != no_slot) payload = match_.at(frame.slot).out;
   std::array<asio::const_buffer, 2> rest{};
   if (link.written < header_size) {
@@ -120,13 +120,20 @@ void engine::consume(connection& link) {
       link.part = frame_part::header;
       continue;
     }
-    if (link.inbox_end - link.inbox_begin < header_size) return read_more(link);
+    const std::size_t unparsed = link.inbox_end - link.inbox_begin;
+    if (unparsed < header_size) return read_more(link);
     header_bytes bytes;
     std::memcpy(bytes.data(), link.inbox.data() + link.inbox_begin, header_size);
-    link.inbox_begin += header_size;
     const auto h = decode(bytes);
     if (!h) return close(link, link_state::lost, "rank " + std::to_string(link.peer) + " sent a malformed frame header");
-    if (h->kind == frame_kind::abort) {
+    // A failure's short text is taken whole from the inbox.
+    if (h->kind == frame_kind::failure && unparsed < header_size + h->length) return read_more(link);
+    link.inbox_begin += header_size;
+    if (h->kind == frame_kind::failure) {
+      const char* text = reinterpret_cast<const char*>(link.inbox.data() + link.inbox_begin);
+      link.inbox_begin += h->length;
+      heard(link.peer, *h, std::string(text, h->length));
+    } else if (h->kind == frame_kind::abort) {
       // The frame names the rank that aborted first.
       match_.note_abort(h->tag.call < std::uint64_t(size()) ? int(h->tag.call) : link.peer);
     } else if (h->kind == frame_kind::goodbye) {
@@ -216,12 +223,17 @@ void engine::close(connection& link, link_state state, std::string why) {
   }
   error_code ignored;
   link.socket->close(ignored);
+  if (state == link_state::lost && !told_first_ && match_.first_failure()) {
+    told_first_ = true;
+    tell_failure(*match_.first_failure());
+  }
 }
 
 void engine::abandon(connection& link) {
   if (!open(link)) return;
   match_.break_link(link.peer, "the connection to rank " + std::to_string(link.peer) +
                                    " is out of step: a transfer was cancelled halfway after an earlier failure; build a new communicator");
+  link.told_failure = false;  // a failure frame queued behind the transfer will never go
   error_code ignored;
   link.socket->cancel(ignored);
 }
@@ -266,6 +278,7 @@ void engine::visited(visit v, std::shared_ptr<asio::ip::tcp::socket> socket) {
     log::debug(match_.who() + "turned away a visitor from rank " + std::to_string(v.rank) + " of another group");
     return void(socket->close(ignored));
   }
+  if (v.kind == visit_kind::report) return take_report(v.rank, std::move(socket));
   if (!match_.aborted()) {
     match_.note_abort(v.rank);
     log::debug(match_.who() + "rank " + std::to_string(v.rank) +
@@ -286,18 +299,96 @@ void engine::tell_abort() {
     } else if (by == rank() && match_.link(l->peer) == link_state::broken && std::size_t(l->peer) < doors_.size()) {
       knock(io_, doors_[std::size_t(l->peer)], *token_, {visit_kind::notice, rank(), epoch_}, handshake_limit_,
             [](std::shared_ptr<asio::ip::tcp::socket> socket, bool) {
-              error_code ignored;
-              if (socket) socket->close(ignored);
+              if (socket) close_quietly(*socket);
             });
     }
+  }
+}
+
+void engine::note_own_failure(std::string_view what) {
+  if (!own_failure_.empty()) return;
+  const std::string own = match_.who();
+  if (what.starts_with(own)) what.remove_prefix(own.size());
+  own_failure_ = what.empty() ? std::string("a call failed") : std::string(what);
+}
+
+std::optional<engine::failure> engine::reason_to_leave() const {
+  if (match_.first_failure()) return match_.first_failure();
+  const std::string me = "rank " + std::to_string(rank());
+  if (!own_failure_.empty()) return failure{rank(), false, me + " failed: " + own_failure_};
+  if (std::uncaught_exceptions() > 0)
+    return failure{rank(), false, me + " failed: its program threw an exception out of its communicator's scope"};
+  return std::nullopt;
+}
+
+void engine::tell_failure(const failure& f) {
+  const std::string text = f.why.substr(0, max_failure_text);
+  const header_bytes header = encode({frame_kind::failure, {std::uint64_t(f.rank), f.gone ? 1u : 0u}, text.size()});
+  for (auto& l : links_) {
+    if (!l || l->told_failure || l->peer == f.rank) continue;
+    if (open(*l)) {
+      l->told_failure = true;
+      l->queue.push_back({no_slot, header, false, text});
+      write_next(*l);
+    } else if (match_.link(l->peer) == link_state::broken) {
+      l->told_failure = true;
+      report_through_door(l->peer, f);
+    }
+  }
+}
+
+void engine::report_through_door(int peer, const failure& f) {
+  if (std::size_t(peer) >= doors_.size() || !token_) return;
+  const std::string text = f.why.substr(0, max_failure_text);
+  auto frame = std::make_shared<std::string>(text.size() + header_size, '\0');
+  const header_bytes header = encode({frame_kind::failure, {std::uint64_t(f.rank), f.gone ? 1u : 0u}, text.size()});
+  std::memcpy(frame->data(), header.data(), header_size);
+  std::memcpy(frame->data() + header_size, text.data(), text.size());
+  ++reports_under_way_;
+  knock(io_, doors_[std::size_t(peer)], *token_, {visit_kind::report, rank(), epoch_}, handshake_limit_,
+        [this, frame](std::shared_ptr<asio::ip::tcp::socket> socket, bool) {
+          if (!socket) return void(--reports_under_way_);
+          asio::async_write(*socket, asio::buffer(*frame), [this, socket, frame](const error_code& ec, std::size_t) {
+            if (ec) return void(--reports_under_way_);
+            auto answer = std::make_shared<char>();
+            asio::async_read(*socket, asio::buffer(answer.get(), 1), [this, socket, answer](const error_code&, std::size_t) {
+              --reports_under_way_;  // taken, or the door closed: either way, done
+              close_quietly(*socket);
+            });
+          });
+        });
+}
+
+void engine::take_report(int from, std::shared_ptr<asio::ip::tcp::socket> socket) {
+  auto header = std::make_shared<header_bytes>();
+  asio::async_read(*socket, asio::buffer(*header), [this, from, socket, header](const error_code& ec, std::size_t) {
+    const auto h = ec ? std::nullopt : decode(*header);
+    if (!h || h->kind != frame_kind::failure) return close_quietly(*socket);
+    auto text = std::make_shared<std::string>(h->length, '\0');
+    asio::async_read(*socket, asio::buffer(*text), [this, from, socket, h = *h, text](const error_code& e, std::size_t) {
+      if (e) return close_quietly(*socket);
+      heard(from, h, std::move(*text));
+      static const char taken = 1;
+      asio::async_write(*socket, asio::buffer(&taken, 1), [socket](const error_code&, std::size_t) { close_quietly(*socket); });
+    });
+  });
+}
+
+void engine::heard(int from, const frame_header& h, std::string text) {
+  match_.hear(from, {int(h.tag.call), h.tag.step == 1, std::move(text)});
+  if (!told_first_ && match_.first_failure()) {
+    told_first_ = true;
+    tell_failure(*match_.first_failure());
   }
 }
 
 void engine::say_goodbye() noexcept {
   try {
     // A rank that leaves an aborted group passes the abort on first, so that a peer
-    // reading this stream learns of it before the goodbye, whichever way it heard.
+    // reading this stream learns of it before the goodbye, whichever way it heard;
+    // one that leaves after a failure says why.
     if (match_.aborted_by() >= 0) tell_abort();
+    else if (const auto why = reason_to_leave()) tell_failure(*why);
     for (auto& l : links_)
       if (l && open(*l)) {
         l->queue.push_back({no_slot, encode({frame_kind::goodbye, {}, 0})});
@@ -307,7 +398,8 @@ void engine::say_goodbye() noexcept {
     // rank that shrank must not keep the survivors waiting at its new door.
     const deadline until = clock::now() + (match_.aborted() ? std::chrono::seconds{0} : std::chrono::seconds{2});
     auto flushed = [&] {
-      return std::all_of(links_.begin(), links_.end(), [&](const auto& l) { return !l || !open(*l) || l->queue.empty(); });
+      return reports_under_way_ == 0 &&
+             std::all_of(links_.begin(), links_.end(), [&](const auto& l) { return !l || !open(*l) || l->queue.empty(); });
     };
     io_.poll();
     while (!flushed() && clock::now() < until) io_.run_one_until(until);

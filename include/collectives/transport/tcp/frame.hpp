@@ -18,7 +18,12 @@ enum class frame_kind : std::uint8_t {
   data = 1,     // a message: tag and payload
   abort = 2,    // the group was aborted; the tag's call number names the rank that aborted it
   goodbye = 3,  // the sender closes its communicator; the end of file that follows is no loss
+  failure = 4,  // the sender's first failure: the call number is the rank it names, the step
+                // 1 if that rank is gone (0: it failed in a call), the payload the text
 };
+
+// A failure's text is cut to this many bytes, so a receiver can always keep it.
+inline constexpr std::size_t max_failure_text = 1024;
 
 struct frame_header {
   frame_kind kind = frame_kind::data;
@@ -54,13 +59,15 @@ inline header_bytes encode(const frame_header& h) {
 }
 
 // Whether a sender of ours could have written `h`: a known kind; an abort carries only
-// the rank that aborted (an int) and a goodbye nothing at all.
+// the rank that aborted (an int), a goodbye nothing at all, and a failure a rank, a
+// flag and a short text.
 inline bool well_formed(const frame_header& h) {
+  const bool a_rank = h.tag.call <= std::uint64_t(std::numeric_limits<int>::max());
   switch (h.kind) {
     case frame_kind::data: return true;
-    case frame_kind::abort:
-      return h.length == 0 && h.tag.step == 0 && h.tag.call <= std::uint64_t(std::numeric_limits<int>::max());
+    case frame_kind::abort: return h.length == 0 && h.tag.step == 0 && a_rank;
     case frame_kind::goodbye: return h.length == 0 && h.tag == message_tag{};
+    case frame_kind::failure: return h.length <= max_failure_text && h.tag.step <= 1 && a_rank;
   }
   return false;
 }

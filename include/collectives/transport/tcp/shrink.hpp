@@ -296,8 +296,7 @@ struct agreement : std::enable_shared_from_this<agreement> {
     if (std::exchange(peers[std::size_t(p)].knocking, true)) return;
     knock(io, old.doors()[std::size_t(p)], old.token(), {visit_kind::notice, request.rank, old.epoch()}, left(),
           [this, self = shared_from_this(), p](std::shared_ptr<tcp::socket> socket, bool reached) {
-            boost::system::error_code ignored;
-            if (socket) socket->close(ignored);
+            if (socket) close_quietly(*socket);
             if (done) return;
             peers[std::size_t(p)].knocking = false;
             if (!reached) fail_peer(p, "nobody opened its door");
