@@ -83,34 +83,18 @@ std::map<int, rank_lines> parse(const std::string& output) {
   return ranks;
 }
 
-// The rank an error names as lost: the first "rank N" after the reporter's own
-// "rank R: " prefix ("rank 2: lost rank 1: it closed the connection ..." over tcp,
-// "rank 2: lost rank 1: its process (pid 4242) died" over shm); -1 if none.
-int lost_rank_named(const std::string& what, int reporter) {
-  const std::string own = "rank " + std::to_string(reporter) + ": ";
-  const std::size_t from = what.starts_with(own) ? own.size() : 0;
-  const std::size_t at = what.find("rank ", from);
-  if (at == std::string::npos) return -1;
-  const char* digits = what.c_str() + at + 5;
-  char* end = nullptr;
-  const long rank = std::strtol(digits, &end, 10);
-  return end == digits ? -1 : int(rank);
-}
-
 }  // namespace
 
 TEST_CASE("a rank killed at a random point: every survivor reports the lost peer in time") {
-  const std::string launcher = from_env("COLLECTIVES_RUN", COLLECTIVES_RUN_PATH);
-  const std::string worker = from_env("COLLECTIVES_FAULT_WORKER", FAULT_WORKER_PATH);
-  const int trials = std::atoi(from_env("COLLECTIVES_FAULT_TRIALS", "20").c_str());
-  const std::string transport = from_env("COLLECTIVES_TRANSPORT", "tcp");
-  const std::uint64_t seed = trial_seed("kill_test", "COLLECTIVES_FAULT_SEED", trials, transport);
+  const trial_settings run_as = read_trial_settings("kill_test", COLLECTIVES_RUN_PATH, "COLLECTIVES_FAULT_WORKER",
+                                                    FAULT_WORKER_PATH, "COLLECTIVES_FAULT_TRIALS", "COLLECTIVES_FAULT_SEED");
+  const int trials = run_as.count;
   char timeout_text[32];
   std::snprintf(timeout_text, sizeof timeout_text, "%g", call_timeout_s);
   clear_launch_environment(timeout_text);
   ::setenv("COLLECTIVES_FAULT_MAX_S", "30", 1);
 
-  std::mt19937_64 rng(seed);
+  std::mt19937_64 rng(run_as.seed);
   std::vector<double> trial_latencies, all_latencies;
   int failed_trials = 0;
   for (int t = 0; t < trials; ++t) {
@@ -118,14 +102,11 @@ TEST_CASE("a rank killed at a random point: every survivor reports the lost peer
     const int victim = int(rng() % std::uint64_t(ranks));
     const long long delay_us = static_cast<long long>(rng() % 400001);
     const std::uint64_t job_seed = rng() >> 1;
-    const std::string token = fresh_token();
-    ::setenv("COLLECTIVES_JOB_TOKEN", token.c_str(), 1);
-    const std::vector<std::string> args{launcher, "-n", std::to_string(ranks), "--transport", transport, "--grace",
-                                        std::to_string(grace_s), "--timeout", std::to_string(launcher_timeout_s),
-                                        worker, std::to_string(victim), std::to_string(delay_us),
+    const std::string token = new_job_token();
+    const std::vector<std::string> args{run_as.launcher, "-n", std::to_string(ranks), "--transport", run_as.transport,
+                                        "--grace", std::to_string(grace_s), "--timeout", std::to_string(launcher_timeout_s),
+                                        run_as.worker, std::to_string(victim), std::to_string(delay_us),
                                         std::to_string(job_seed)};
-    std::string command = std::string("COLLECTIVES_TIMEOUT=") + timeout_text;
-    for (const auto& a : args) command += " " + a;
 
     const outcome out = run(args, trial_limit);
     const auto lines = parse(out.output);
@@ -163,7 +144,7 @@ TEST_CASE("a rank killed at a random point: every survivor reports the lost peer
       if (it->second.losses.size() > 1) problem(who + "reported " + std::to_string(it->second.losses.size()) + " losses");
       const auto& loss = it->second.losses.front();
       if (loss.code != "peer lost") problem(who + "code=" + loss.code + " (expected peer lost): " + loss.what);
-      else if (lost_rank_named(loss.what, rank) != victim)
+      else if (rank_named(loss.what, rank) != victim)
         problem(who + "the error does not name the victim, rank " + std::to_string(victim) + ": " + loss.what);
       if (killed_at) {
         const double latency = double(loss.at - *killed_at) * 1e-9;
@@ -182,10 +163,7 @@ TEST_CASE("a rank killed at a random point: every survivor reports the lost peer
     std::fflush(stdout);
     if (!problems.empty()) {
       ++failed_trials;
-      std::string report = "trial " + std::to_string(t) + " (repeat with: " + command + "):\n";
-      for (const auto& p : problems) report += "  " + p + "\n";
-      report += "--- output:\n" + out.output.substr(0, 20000);
-      FAIL_CHECK(report);
+      fail_trial(t, command_of(args, timeout_text), problems, out.output);
     }
   }
 

@@ -64,14 +64,12 @@ std::map<int, rank_lines> parse(const std::string& output) {
 }  // namespace
 
 TEST_CASE("survivors of lost ranks shrink to the same group and go on with exact results") {
-  const std::string launcher = from_env("COLLECTIVES_RUN", COLLECTIVES_RUN_PATH);
-  const std::string worker = from_env("COLLECTIVES_SHRINK_WORKER", SHRINK_WORKER_PATH);
-  const int trials = std::atoi(from_env("COLLECTIVES_SHRINK_TRIALS", "20").c_str());
-  const std::string transport = from_env("COLLECTIVES_TRANSPORT", "tcp");
-  const std::uint64_t seed = trial_seed("shrink_test", "COLLECTIVES_SHRINK_SEED", trials, transport);
+  const trial_settings run_as = read_trial_settings("shrink_test", COLLECTIVES_RUN_PATH, "COLLECTIVES_SHRINK_WORKER",
+                                                    SHRINK_WORKER_PATH, "COLLECTIVES_SHRINK_TRIALS", "COLLECTIVES_SHRINK_SEED");
+  const int trials = run_as.count;
   clear_launch_environment("3");
 
-  std::mt19937_64 rng(seed);
+  std::mt19937_64 rng(run_as.seed);
   std::map<int, std::vector<double>> revoke_s, shrink_s;  // by rank count
   int failed_trials = 0;
   for (int t = 0; t < trials; ++t) {
@@ -81,13 +79,10 @@ TEST_CASE("survivors of lost ranks shrink to the same group and go on with exact
     const int chosen = int(rng() % std::uint64_t(ranks));
     const long long delay_us = static_cast<long long>(rng() % 300001);
     const std::uint64_t job_seed = rng() >> 1;
-    const std::string token = fresh_token();
-    ::setenv("COLLECTIVES_JOB_TOKEN", token.c_str(), 1);
-    const std::vector<std::string> args{launcher, "-n", std::to_string(ranks), "--keep-going", "--transport", transport,
-                                        "--timeout", "60", worker, mode, std::to_string(chosen),
+    const std::string token = new_job_token();
+    const std::vector<std::string> args{run_as.launcher, "-n", std::to_string(ranks), "--keep-going", "--transport",
+                                        run_as.transport, "--timeout", "60", run_as.worker, mode, std::to_string(chosen),
                                         std::to_string(delay_us), std::to_string(job_seed)};
-    std::string command = "COLLECTIVES_TIMEOUT=3";
-    for (const auto& a : args) command += " " + a;
 
     std::set<int> dead;
     if (mode != "revoke") dead.insert(chosen);
@@ -145,14 +140,11 @@ TEST_CASE("survivors of lost ranks shrink to the same group and go on with exact
     std::fflush(stdout);
     if (!problems.empty()) {
       ++failed_trials;
-      std::string report = "trial " + std::to_string(t) + " (repeat with: " + command + "):\n";
-      for (const auto& p : problems) report += "  " + p + "\n";
-      report += "--- output:\n" + out.output.substr(0, 20000);
-      FAIL_CHECK(report);
+      fail_trial(t, command_of(args, "3"), problems, out.output);
     }
   }
 
-  std::printf("shrink_test: %d of %d trials failed over %s\n", failed_trials, trials, transport.c_str());
+  std::printf("shrink_test: %d of %d trials failed over %s\n", failed_trials, trials, run_as.transport.c_str());
   std::printf("ranks  survivors' errors after the failure (median, max)  first shrink (median, max)\n");
   for (const auto& [ranks, v] : shrink_s) {
     const auto& rv = revoke_s[ranks];

@@ -144,6 +144,42 @@ void for_each_rank_line(const std::string& output, Fn&& fn) {
   }
 }
 
+// A trial job's own token, in the environment its launcher inherits.
+inline std::string new_job_token() {
+  std::string token = fresh_token();
+  ::setenv("COLLECTIVES_JOB_TOKEN", token.c_str(), 1);
+  return token;
+}
+
+// The command line that repeats a trial job, for its report.
+inline std::string command_of(const std::vector<std::string>& args, const std::string& call_timeout_s) {
+  std::string command = "COLLECTIVES_TIMEOUT=" + call_timeout_s;
+  for (const auto& a : args) command += " " + a;
+  return command;
+}
+
+// Fails trial t with its problems, how to repeat it, and what the job printed.
+inline void fail_trial(int t, const std::string& command, const std::vector<std::string>& problems, const std::string& output) {
+  std::string report = "trial " + std::to_string(t) + " (repeat with: " + command + "):\n";
+  for (const auto& p : problems) report += "  " + p + "\n";
+  report += "--- output:\n" + output.substr(0, 20000);
+  FAIL_CHECK(report);
+}
+
+// The rank an error names first: the first "rank N" after the reporter's own
+// "rank R: " prefix ("rank 2: lost rank 1: it closed the connection ..." over tcp,
+// "rank 2: lost rank 1: its process (pid 4242) died" over shm); -1 if none.
+inline int rank_named(const std::string& what, int reporter) {
+  const std::string own = "rank " + std::to_string(reporter) + ": ";
+  const std::size_t from = what.starts_with(own) ? own.size() : 0;
+  const std::size_t at = what.find("rank ", from);
+  if (at == std::string::npos) return -1;
+  const char* digits = what.c_str() + at + 5;
+  char* end = nullptr;
+  const long rank = std::strtol(digits, &end, 10);
+  return end == digits ? -1 : int(rank);
+}
+
 // The trials' seed: `variable` if set (to repeat a run), else a fresh one; printed
 // with how to repeat it.
 inline std::uint64_t trial_seed(const char* test, const char* variable, int trials, const std::string& transport) {
@@ -153,6 +189,23 @@ inline std::uint64_t trial_seed(const char* test, const char* variable, int tria
               variable, static_cast<unsigned long long>(seed), trials, transport.c_str());
   std::fflush(stdout);
   return seed;
+}
+
+// What a test's trials run: the launcher and the worker (COLLECTIVES_RUN and
+// `worker_variable` override the paths CMake compiled in), how many trials
+// (`count_variable`, 20 unless set), over which transport (COLLECTIVES_TRANSPORT, tcp
+// unless set), from which seed (`seed_variable`, else a fresh one; printed).
+struct trial_settings {
+  std::string launcher, worker, transport;
+  int count;
+  std::uint64_t seed;
+};
+inline trial_settings read_trial_settings(const char* test, const char* launcher_path, const char* worker_variable,
+                                          const char* worker_path, const char* count_variable, const char* seed_variable) {
+  trial_settings s{from_env("COLLECTIVES_RUN", launcher_path), from_env(worker_variable, worker_path),
+                   from_env("COLLECTIVES_TRANSPORT", "tcp"), std::atoi(from_env(count_variable, "20").c_str()), 0};
+  s.seed = trial_seed(test, seed_variable, s.count, s.transport);
+  return s;
 }
 
 // Each trial is a job of its own: a fresh port from the launcher, a fresh token per
