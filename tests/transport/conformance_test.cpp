@@ -24,7 +24,8 @@ using coll::errc;
 using std::chrono::milliseconds;
 
 // The transports under test: one factory each (conformance/factories.hpp).
-using factories = std::tuple<inproc_factory, shm_factory, tcp_factory, device_standin_factory>;
+using factories =
+    std::tuple<inproc_factory, shm_factory, tcp_factory, device_standin_factory, faulty_inproc_factory, faulty_shm_factory>;
 
 TEST_CASE_TEMPLATE_DEFINE("messages match their receives whether the receive is posted before or after they arrive", F, matching) {
   using T = typename F::transport;

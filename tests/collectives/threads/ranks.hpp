@@ -9,6 +9,8 @@
 #include <collectives/collectives.hpp>
 #include <doctest/doctest.h>
 
+#include "shared_counter.hpp"
+
 namespace testing {
 
 using comm = collectives::communicator<collectives::inproc>;
@@ -24,16 +26,5 @@ void on_ranks(int p, Fn fn) {
     CHECK_MESSAGE(problems[std::size_t(r)].empty(), problems[std::size_t(r)]);
   }
 }
-
-// A counter all ranks share, for tests that watch the ranks from outside.
-class shared_counter {
- public:
-  explicit shared_counter(const std::string& /*name*/) {}
-  int fetch_add(int n) { return value_.fetch_add(n); }
-  int load() const { return value_.load(); }
-
- private:
-  std::atomic<int> value_{0};
-};
 
 }  // namespace testing

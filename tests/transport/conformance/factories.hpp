@@ -9,11 +9,16 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <random>
 #include <string>
 
 #include <collectives/bootstrap/file_store.hpp>
 #include <collectives/transport/device_ipc.hpp>
+#include <collectives/transport/faulty.hpp>
 #include <collectives/transport/inproc.hpp>
 #include <collectives/transport/shm.hpp>
 #include <collectives/transport/tcp.hpp>
@@ -130,6 +135,44 @@ struct device_standin_factory {
     int size_;
     std::string name_ = fresh_name("device");
   };
+};
+
+// A transport behind faulty<T> with benign faults: a fifth of the posts held back up
+// to 300 us (streams to different peers overtake each other), and short stalls. It
+// must keep every promise its transport declares. The faults come from a seed drawn
+// once per run and printed; COLLECTIVES_FAULTY_SEED=N replays them.
+inline coll::fault_plan benign_faults() {
+  static const std::uint64_t seed = [] {
+    const char* given = std::getenv("COLLECTIVES_FAULTY_SEED");
+    const std::uint64_t s = given ? std::strtoull(given, nullptr, 10)
+                                  : (std::uint64_t(std::random_device{}()) << 32 | std::random_device{}());
+    std::printf("conformance: faulty<T> draws its faults from seed %llu (COLLECTIVES_FAULTY_SEED=%llu replays them)\n",
+                static_cast<unsigned long long>(s), static_cast<unsigned long long>(s));
+    std::fflush(stdout);
+    return s;
+  }();
+  static std::atomic<std::uint64_t> joined{0};
+  return {.seed = seed + joined++, .delay_chance = 0.2, .max_delay = std::chrono::microseconds(300),
+          .stall_chance = 0.02, .max_stall = std::chrono::microseconds(300)};
+}
+
+template <class Inner>
+struct faulty_messages : host_messages<coll::faulty<typename Inner::transport>> {
+  using transport = coll::faulty<typename Inner::transport>;
+  class group {
+   public:
+    explicit group(int size) : inner_(size) {}
+    transport join(int rank) { return transport(inner_.join(rank), benign_faults()); }
+
+   private:
+    typename Inner::group inner_;
+  };
+};
+struct faulty_inproc_factory : faulty_messages<inproc_factory> {
+  static constexpr const char* name = "faulty<inproc>";
+};
+struct faulty_shm_factory : faulty_messages<shm_factory> {
+  static constexpr const char* name = "faulty<shm>";
 };
 
 }  // namespace conformance
