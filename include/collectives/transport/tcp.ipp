@@ -78,12 +78,16 @@ tcp::tcp(tcp& old, int rank, const std::vector<int>& survivors,
   }
   mesh_.listened_on = old.mesh_.listened_on;
   wire_->set_epoch(shrinks_);
+  // The old door stops admitting first, so that a visit whose handshake ends meanwhile
+  // is among those moved below. (One let in later still is dropped with the old group:
+  // its visitor comes again, shrink.hpp.)
+  const auto door = old.wire_->close_door();
   // Ranks already shrinking this group came to the old one's door: their visits wait here.
   for (auto& v : std::exchange(old.wire_->early_agreements, {}))
     if (v.attempt > shrinks_ && v.socket->is_open())
       wire_->early_agreements.push_back({v.rank, v.attempt, tcp_detail::moved_to(wire_->io(), *v.socket)});
   wire_->adopt(std::move(links));
-  if (const auto door = old.wire_->close_door(); door && door->is_open()) open_door(tcp_detail::moved_to(wire_->io(), *door));
+  if (door && door->is_open()) open_door(tcp_detail::moved_to(wire_->io(), *door));
   if (log::enabled(log::level::info)) log::info(describe() + " (shrunk from " + std::to_string(old.size()) + " ranks)");
 }
 

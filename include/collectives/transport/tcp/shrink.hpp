@@ -72,6 +72,8 @@ struct peer_link {
   bool failed = false;   // refused, ended, or its old link ended first
   bool decided = false;  // its decision has arrived: nothing more is read from it
   bool knocking = false; // at its door, to see that it lives
+  bool heard = false;    // something came from it on this connection
+  unsigned connection = 0;  // which connection: handlers of one given up do nothing
   std::array<unsigned char, header_bytes> header{};
   std::vector<unsigned char> payload;
   std::deque<std::vector<unsigned char>> outbox;
@@ -89,6 +91,7 @@ struct agreement : std::enable_shared_from_this<agreement> {
   int round = 1;
   std::vector<rank_set> heard_from, proposals;
   std::optional<rank_set> decision;
+  std::vector<std::vector<unsigned char>> sent;  // this rank's messages so far, for a peer that comes again
   std::string failure;
   bool done = false;  // the shrink has returned: handlers that still run do nothing
 
@@ -136,6 +139,7 @@ struct agreement : std::enable_shared_from_this<agreement> {
 
   void send_to_all(message_kind kind, int r, const rank_set& set) {
     const auto m = encode(kind, r, set);
+    sent.push_back(m);
     for (int p = 0; p < request.size; ++p) {
       peer_link& l = peers[std::size_t(p)];
       if (!other(p) || !l.socket || l.failed) continue;
@@ -148,11 +152,14 @@ struct agreement : std::enable_shared_from_this<agreement> {
     peer_link& l = peers[std::size_t(p)];
     if (l.writing || l.outbox.empty() || l.failed) return;
     l.writing = true;
-    asio::async_write(*l.socket, asio::buffer(l.outbox.front()), [this, self = shared_from_this(), p](const boost::system::error_code& ec, std::size_t) {
-      if (done) return;
+    asio::async_write(*l.socket, asio::buffer(l.outbox.front()), [this, self = shared_from_this(), p, c = l.connection](const boost::system::error_code& ec, std::size_t) {
+      if (done || peers[std::size_t(p)].connection != c) return;
       peer_link& link = peers[std::size_t(p)];
       link.writing = false;
-      if (ec) return fail_peer(p, "writing to it: " + ec.message());
+      if (ec) {
+        link.outbox.clear();  // nothing more goes to it, even if it decided before it went
+        return fail_peer(p, "writing to it: " + ec.message());
+      }
       link.outbox.pop_front();
       write_next(p);
     });
@@ -160,10 +167,11 @@ struct agreement : std::enable_shared_from_this<agreement> {
 
   void read_next(int p) {
     peer_link& l = peers[std::size_t(p)];
-    asio::async_read(*l.socket, asio::buffer(l.header), [this, self = shared_from_this(), p](const boost::system::error_code& ec, std::size_t) {
-      if (done) return;
+    asio::async_read(*l.socket, asio::buffer(l.header), [this, self = shared_from_this(), p, c = l.connection](const boost::system::error_code& ec, std::size_t) {
+      if (done || peers[std::size_t(p)].connection != c) return;
       peer_link& link = peers[std::size_t(p)];
-      if (ec) return fail_peer(p, "reading from it: " + ec.message());
+      if (ec) return ended(p, ec);
+      link.heard = true;
       const auto kind = static_cast<message_kind>(wire::get(link.header.data() + 4, 4));
       if (wire::get(link.header.data(), 4) != message_magic || wire::get(link.header.data() + 12, 4) != words() ||
           (kind != message_kind::proposal && kind != message_kind::decided) ||
@@ -172,8 +180,8 @@ struct agreement : std::enable_shared_from_this<agreement> {
         return fail_peer(p, "a malformed message");
       }
       link.payload.resize(words() * 8);
-      asio::async_read(*link.socket, asio::buffer(link.payload), [this, self, p, kind](const boost::system::error_code& payload_ec, std::size_t) {
-        if (done) return;
+      asio::async_read(*link.socket, asio::buffer(link.payload), [this, self, p, c, kind](const boost::system::error_code& payload_ec, std::size_t) {
+        if (done || peers[std::size_t(p)].connection != c) return;
         if (payload_ec) return fail_peer(p, "reading from it: " + payload_ec.message());
         peer_link& from = peers[std::size_t(p)];
         rank_set set(std::size_t(request.size), false);
@@ -189,6 +197,25 @@ struct agreement : std::enable_shared_from_this<agreement> {
         read_next(p);
         evaluate();
       });
+    });
+  }
+
+  // A lower rank that let this one in, then closed before it said anything, was passing
+  // from one group to the next and dropped the visit: come again, and say again what
+  // was said (a refused door then means it died). Anything else ends the peer.
+  void ended(int p, const boost::system::error_code& ec) {
+    peer_link& l = peers[std::size_t(p)];
+    if (p > request.rank || l.heard || l.failed || l.decided) return fail_peer(p, "reading from it: " + ec.message());
+    log::debug(who() + "rank " + std::to_string(p) + " dropped this rank's visit (" + ec.message() + "); coming again");
+    boost::system::error_code ignored;
+    l.socket->close(ignored);
+    l.socket.reset();
+    l.outbox.clear();
+    l.writing = false;
+    ++l.connection;
+    auto again = std::make_shared<asio::steady_timer>(io, std::chrono::milliseconds(20));
+    again->async_wait([this, self = shared_from_this(), p, again](const boost::system::error_code&) {
+      if (!done && !peers[std::size_t(p)].failed && clock::now() < request.until) connect_to(p);
     });
   }
 
@@ -209,7 +236,8 @@ struct agreement : std::enable_shared_from_this<agreement> {
     send_to_all(message_kind::decided, round, set);
   }
 
-  bool failed(int p) const { return other(p) && (peers[std::size_t(p)].failed || !connected(p)); }
+  // Once every peer is connected or failed, one without a connection is coming again.
+  bool failed(int p) const { return other(p) && peers[std::size_t(p)].failed; }
 
   void evaluate() {
     if (decision) return;  // a decision is the last message a rank sends
@@ -250,12 +278,16 @@ struct agreement : std::enable_shared_from_this<agreement> {
     boost::system::error_code ignored;
     socket->set_option(tcp::no_delay(true), ignored);
     socket->set_option(asio::socket_base::keep_alive(true), ignored);
-    peers[std::size_t(p)].socket = std::move(socket);
+    peer_link& l = peers[std::size_t(p)];
+    l.socket = std::move(socket);
+    l.heard = false;
     read_next(p);
     if (decision) {  // decided already, on what others said: this rank's decision is all it sends
-      peers[std::size_t(p)].outbox.push_back(encode(message_kind::decided, round, *decision));
-      write_next(p);
+      l.outbox.push_back(encode(message_kind::decided, round, *decision));
+    } else {  // a rank that comes again: what it missed
+      l.outbox.insert(l.outbox.end(), sent.begin(), sent.end());
     }
+    write_next(p);
     evaluate();
   }
 
