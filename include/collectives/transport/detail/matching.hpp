@@ -32,6 +32,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -314,6 +315,28 @@ class matching_engine {
     return true;
   }
 
+  // This rank's own first failed call, `what` being its error's text; true if first.
+  bool note_own_failure(std::string_view what) {
+    if (own_failure_) return false;
+    if (const std::string own = who(); what.starts_with(own)) what.remove_prefix(own.size());
+    own_failure_ = failure{rank_, false, "rank " + std::to_string(rank_) + " failed: " +
+                                             (what.empty() ? std::string("a call failed") : std::string(what))};
+    return true;
+  }
+  const std::optional<failure>& own_failure() const { return own_failure_; }
+
+  // Why this rank leaves, for its peers: the first failure it knows; else its own
+  // call's; else the exception its program leaves by (the transport is destroyed while
+  // unwinding); nothing if it merely leaves.
+  std::optional<failure> reason_to_leave() const {
+    if (first_failure_) return first_failure_;
+    if (own_failure_) return own_failure_;
+    if (std::uncaught_exceptions() > 0)
+      return failure{rank_, false, "rank " + std::to_string(rank_) +
+                                       " failed: its program threw an exception out of its communicator's scope"};
+    return std::nullopt;
+  }
+
   // A peer, `from`, told this rank of its first failure. A rank it says is gone is
   // lost here too (so calls fail now, not when its own link says so); a failure of
   // `from` itself is only remembered, for when it leaves. Word of this rank's own
@@ -551,7 +574,7 @@ class matching_engine {
   std::vector<std::uint32_t> free_;
   std::atomic<int> aborted_by_{-1};
   int first_lost_ = -1;
-  std::optional<failure> first_failure_;
+  std::optional<failure> first_failure_, own_failure_;
 };
 
 }  // namespace collectives::transport_detail

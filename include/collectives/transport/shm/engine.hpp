@@ -144,7 +144,6 @@ class engine {
   std::vector<fifo_ends> fifos_;
   process_watch watch_;
   deadline next_watch_{};
-  std::string own_failure_;  // this rank's first failed call, as its error said
   bool learned_failure_ = false;
 };
 

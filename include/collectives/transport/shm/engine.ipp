@@ -15,8 +15,8 @@ engine::engine(int rank, segment seg, engine_limits limits)
 engine::~engine() {
   if (!seg_) return;
   note_abort();
-  if (!match_.aborted() && own_failure_.empty() && std::uncaught_exceptions() > 0)
-    publish({rank(), false, "rank " + std::to_string(rank()) + " failed: its program threw an exception out of its communicator's scope"});
+  if (!match_.aborted())
+    if (const auto why = match_.reason_to_leave()) publish(*why);  // unless one is there already
   shared(seg_.rank(rank()).state).store(departed, std::memory_order_release);
   for (int p = 0; p < size(); ++p)
     if (p != rank()) ring(seg_.bell(p));
@@ -112,15 +112,11 @@ void engine::note_abort() {
 }
 
 void engine::note_own_failure(std::string_view what) {
-  if (!own_failure_.empty()) return;
-  const std::string own = match_.who();
-  if (what.starts_with(own)) what.remove_prefix(own.size());
-  own_failure_ = what.empty() ? std::string("a call failed") : std::string(what);
+  if (!match_.note_own_failure(what)) return;
   // Written before the call gives its transfers up, so a peer that sees them given up
   // finds why. An abort is no failure of this rank's: the group was told of it.
   note_abort();
-  if (seg_ && !match_.aborted() && !match_.first_failure())
-    publish({rank(), false, "rank " + std::to_string(rank()) + " failed: " + own_failure_});
+  if (seg_ && !match_.aborted() && !match_.first_failure()) publish(*match_.own_failure());
 }
 
 void engine::publish(const failure& f) {

@@ -26,6 +26,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <boost/asio/executor_work_guard.hpp>
@@ -99,7 +100,7 @@ class engine {
 
   // This rank's call failed (`what`, its error's text): the reason it gives the peers
   // when it leaves, unless it learned of an earlier failure first.
-  COLLECTIVES_DECL void note_own_failure(std::string_view what);
+  void note_own_failure(std::string_view what) { match_.note_own_failure(what); }
 
   // ---- the door (door.hpp) ------------------------------------------------------
 
@@ -193,7 +194,9 @@ class engine {
   // gets a report through its door, which a leaving rank waits for (a little).
 
   using failure = transport_detail::matching_engine<>::failure;
-  COLLECTIVES_DECL std::optional<failure> reason_to_leave() const;
+  // Its header, and its text cut to what a receiver keeps.
+  COLLECTIVES_DECL static std::pair<header_bytes, std::string> failure_frame(const failure& f);
+  COLLECTIVES_DECL void tell_first_failure();  // once, as soon as there is one
   COLLECTIVES_DECL void tell_failure(const failure& f);
   COLLECTIVES_DECL void report_through_door(int peer, const failure& f);
   // A failure frame arrived, on a link or through the door.
@@ -216,7 +219,6 @@ class engine {
   std::optional<auth::job_token> token_;  // set with the door
   std::chrono::milliseconds handshake_limit_{};
   std::uint32_t epoch_ = 0;
-  std::string own_failure_;   // this rank's first failed call, as its error said
   int reports_under_way_ = 0;  // failure reports knocking at doors
   bool told_first_ = false;    // the first failure went to every peer when it was learned
 };

@@ -223,10 +223,7 @@ void engine::close(connection& link, link_state state, std::string why) {
   }
   error_code ignored;
   link.socket->close(ignored);
-  if (state == link_state::lost && !told_first_ && match_.first_failure()) {
-    told_first_ = true;
-    tell_failure(*match_.first_failure());
-  }
+  if (state == link_state::lost) tell_first_failure();
 }
 
 void engine::abandon(connection& link) {
@@ -305,25 +302,19 @@ void engine::tell_abort() {
   }
 }
 
-void engine::note_own_failure(std::string_view what) {
-  if (!own_failure_.empty()) return;
-  const std::string own = match_.who();
-  if (what.starts_with(own)) what.remove_prefix(own.size());
-  own_failure_ = what.empty() ? std::string("a call failed") : std::string(what);
+std::pair<header_bytes, std::string> engine::failure_frame(const failure& f) {
+  std::string text = f.why.substr(0, max_failure_text);
+  return {encode({frame_kind::failure, {std::uint64_t(f.rank), f.gone ? 1u : 0u}, text.size()}), std::move(text)};
 }
 
-std::optional<engine::failure> engine::reason_to_leave() const {
-  if (match_.first_failure()) return match_.first_failure();
-  const std::string me = "rank " + std::to_string(rank());
-  if (!own_failure_.empty()) return failure{rank(), false, me + " failed: " + own_failure_};
-  if (std::uncaught_exceptions() > 0)
-    return failure{rank(), false, me + " failed: its program threw an exception out of its communicator's scope"};
-  return std::nullopt;
+void engine::tell_first_failure() {
+  if (told_first_ || !match_.first_failure()) return;
+  told_first_ = true;
+  tell_failure(*match_.first_failure());
 }
 
 void engine::tell_failure(const failure& f) {
-  const std::string text = f.why.substr(0, max_failure_text);
-  const header_bytes header = encode({frame_kind::failure, {std::uint64_t(f.rank), f.gone ? 1u : 0u}, text.size()});
+  const auto [header, text] = failure_frame(f);
   for (auto& l : links_) {
     if (!l || l->told_failure || l->peer == f.rank) continue;
     if (open(*l)) {
@@ -339,11 +330,9 @@ void engine::tell_failure(const failure& f) {
 
 void engine::report_through_door(int peer, const failure& f) {
   if (std::size_t(peer) >= doors_.size() || !token_) return;
-  const std::string text = f.why.substr(0, max_failure_text);
-  auto frame = std::make_shared<std::string>(text.size() + header_size, '\0');
-  const header_bytes header = encode({frame_kind::failure, {std::uint64_t(f.rank), f.gone ? 1u : 0u}, text.size()});
-  std::memcpy(frame->data(), header.data(), header_size);
-  std::memcpy(frame->data() + header_size, text.data(), text.size());
+  const auto [header, text] = failure_frame(f);
+  auto frame = std::make_shared<std::string>(reinterpret_cast<const char*>(header.data()), header_size);
+  *frame += text;
   ++reports_under_way_;
   knock(io_, doors_[std::size_t(peer)], *token_, {visit_kind::report, rank(), epoch_}, handshake_limit_,
         [this, frame](std::shared_ptr<asio::ip::tcp::socket> socket, bool) {
@@ -376,10 +365,7 @@ void engine::take_report(int from, std::shared_ptr<asio::ip::tcp::socket> socket
 
 void engine::heard(int from, const frame_header& h, std::string text) {
   match_.hear(from, {int(h.tag.call), h.tag.step == 1, std::move(text)});
-  if (!told_first_ && match_.first_failure()) {
-    told_first_ = true;
-    tell_failure(*match_.first_failure());
-  }
+  tell_first_failure();
 }
 
 void engine::say_goodbye() noexcept {
@@ -388,7 +374,7 @@ void engine::say_goodbye() noexcept {
     // reading this stream learns of it before the goodbye, whichever way it heard;
     // one that leaves after a failure says why.
     if (match_.aborted_by() >= 0) tell_abort();
-    else if (const auto why = reason_to_leave()) tell_failure(*why);
+    else if (const auto why = match_.reason_to_leave()) tell_failure(*why);
     for (auto& l : links_)
       if (l && open(*l)) {
         l->queue.push_back({no_slot, encode({frame_kind::goodbye, {}, 0})});
