@@ -34,11 +34,7 @@ constexpr auto trial_limit = std::chrono::seconds(60);
 
 struct rank_lines {
   std::vector<long long> failing_at;
-  struct failure {
-    long long at;
-    std::string code, what;
-  };
-  std::vector<failure> failures;
+  std::vector<error_line> failures;
   std::vector<std::string> other;  // WRONG, FAILED, unparsable
 };
 
@@ -49,11 +45,8 @@ std::map<int, rank_lines> parse(const std::string& output) {
     if (text.starts_with("failing at ")) {
       r.failing_at.push_back(std::atoll(std::string(text.substr(11)).c_str()));
     } else if (text.starts_with("failed at ")) {
-      const std::size_t code = text.find(" code="), what = text.find(" what=");
-      if (code == std::string_view::npos || what == std::string_view::npos || what < code)
-        return r.other.push_back("unparsable: " + std::string(text));
-      r.failures.push_back({std::atoll(std::string(text.substr(10, code - 10)).c_str()),
-                            std::string(text.substr(code + 6, what - code - 6)), std::string(text.substr(what + 6))});
+      if (const auto line = parse_error_line(text, 10)) r.failures.push_back(*line);
+      else r.other.push_back("unparsable: " + std::string(text));
     } else if (text.starts_with("WRONG") || text.starts_with("FAILED")) {
       r.other.emplace_back(text);
     }

@@ -49,11 +49,7 @@ constexpr auto trial_limit = std::chrono::seconds(launcher_timeout_s + 15);  // 
 struct rank_lines {
   std::vector<long long> killing_at;
   std::string killed_during;  // what the victim was doing
-  struct lost {
-    long long at;
-    std::string code, what;
-  };
-  std::vector<lost> losses;
+  std::vector<error_line> losses;
   std::vector<std::string> wrong, failed;
 };
 
@@ -67,13 +63,8 @@ std::map<int, rank_lines> parse(const std::string& output) {
       r.killing_at.push_back(std::atoll(std::string(text.substr(11)).c_str()));
       if (const std::size_t note = text.find(" ("); note != std::string_view::npos) r.killed_during = text.substr(note + 1);
     } else if (starts("lost at ")) {
-      const std::size_t code = text.find(" code="), what = text.find(" what=");
-      if (code == std::string_view::npos || what == std::string_view::npos || what < code) {
-        r.failed.push_back("unparsable: " + std::string(text));
-        return;
-      }
-      r.losses.push_back({std::atoll(std::string(text.substr(8, code - 8)).c_str()),
-                          std::string(text.substr(code + 6, what - code - 6)), std::string(text.substr(what + 6))});
+      if (const auto line = parse_error_line(text, 8)) r.losses.push_back(*line);
+      else r.failed.push_back("unparsable: " + std::string(text));
     } else if (starts("WRONG")) {
       r.wrong.emplace_back(text);
     } else if (starts("FAILED")) {

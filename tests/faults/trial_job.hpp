@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <string_view>
@@ -164,6 +165,19 @@ inline void fail_trial(int t, const std::string& command, const std::vector<std:
   for (const auto& p : problems) report += "  " + p + "\n";
   report += "--- output:\n" + output.substr(0, 20000);
   FAIL_CHECK(report);
+}
+
+// A worker's line for an error it caught, "<prefix>T code=CODE what=WHAT" (prefix
+// included in `text`): its time, code and text; nothing if the line doesn't parse.
+struct error_line {
+  long long at;
+  std::string code, what;
+};
+inline std::optional<error_line> parse_error_line(std::string_view text, std::size_t prefix) {
+  const std::size_t code = text.find(" code="), what = text.find(" what=");
+  if (code == std::string_view::npos || what == std::string_view::npos || what < code || code < prefix) return std::nullopt;
+  return error_line{std::atoll(std::string(text.substr(prefix, code - prefix)).c_str()),
+                    std::string(text.substr(code + 6, what - code - 6)), std::string(text.substr(what + 6))};
 }
 
 // The rank an error names first: the first "rank N" after the reporter's own
