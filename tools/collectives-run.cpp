@@ -76,7 +76,7 @@ Starts N ranks of program on this host, prefixes their output lines with
                        programs that shrink their communicator and go on; the
                        job then succeeds when every other rank exits with 0
                        (and at least one does)
-  --transport T        auto, shm or tcp: sets COLLECTIVES_TRANSPORT for the ranks
+  --transport T        auto, shm, tcp or rdma: sets COLLECTIVES_TRANSPORT for the ranks
                        (default: as the environment has it; unset means auto)
   --bind-to core|none  core: each local rank runs only on a physical core of its
                        own among those this launcher may use, taking the NUMA

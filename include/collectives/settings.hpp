@@ -50,8 +50,9 @@ inline constexpr double kib = 1024, mib = kib * 1024, gib = mib * 1024;
 // Every variable the library and collectives-run read. docs/settings.md has one row for
 // each, in this order (a test compares them).
 inline constexpr variable table[] = {
-    {"COLLECTIVES_TRANSPORT", kind::choice, 0, 0, "auto shm tcp", "auto",
-     "the transport of communicator<automatic_transport>: auto is shm when every rank is on this host, tcp otherwise"},
+    {"COLLECTIVES_TRANSPORT", kind::choice, 0, 0, "auto shm tcp rdma", "auto",
+     "the transport of communicator<automatic_transport>: auto is shm when every rank is on this host, else rdma over "
+     "a hardware fabric provider where the program has collectives::rdma and libfabric offers one, else tcp"},
     {"COLLECTIVES_TIMEOUT", kind::seconds, 0.001, 1e6, "", "60",
      "the deadline of every blocking call of a communicator made by from_env()"},
     {"COLLECTIVES_STARTUP_TIMEOUT", kind::seconds, 0.001, 1e6, "", "60",
@@ -65,6 +66,10 @@ inline constexpr variable table[] = {
      "loopback one: this host alone), every interface otherwise; any: every interface"},
     {"COLLECTIVES_SOCKET_IFNAME", kind::text, 0, 0, "", "the interface that routes to MASTER_ADDR",
      "the interface name or local address tcp listens on"},
+    {"COLLECTIVES_FABRIC_PROVIDER", kind::text, 0, 0, "", "FI_PROVIDER, else the first hardware provider, else tcp",
+     "the libfabric provider rdma uses (fi_info -l lists them): verbs, efa, cxi, psm3, tcp, shm, ..."},
+    {"COLLECTIVES_RDMA_EAGER_BYTES", kind::byte_size, 64, 1 * mib, "", "16K",
+     "rdma sends messages up to this size whole; larger ones are announced and read by the receiver"},
     {"COLLECTIVES_SHM_SLOT_BYTES", kind::byte_size, 64, 64 * mib, "", "64K",
      "the fragment size of shm's FIFOs, its pipelining chunk"},
     {"COLLECTIVES_SHM_SLOTS", kind::whole_number, 2, 65536, "", "8",

@@ -14,6 +14,9 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_future.hpp>
 #endif
+#if WITH_RDMA_TRANSPORT  // libfabric's headers
+#include <collectives/transport/rdma.hpp>
+#endif
 
 #include <array>
 #include <chrono>
@@ -236,6 +239,10 @@ coll::communicator<coll::tcp> tcp_from_env() { return coll::communicator<coll::t
 coll::communicator<coll::automatic_transport> automatic_from_env() {
   return coll::communicator<coll::automatic_transport>::from_env();
 }
+#endif
+#if WITH_RDMA_TRANSPORT
+template void every_call(coll::communicator<coll::rdma>&);
+coll::communicator<coll::rdma> rdma_from_env() { return coll::communicator<coll::rdma>::from_env(); }
 #endif
 coll::communicator<coll::shm> shm_from_env() { return coll::communicator<coll::shm>::from_env(); }
 void threads() {

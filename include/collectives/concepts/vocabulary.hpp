@@ -29,6 +29,7 @@ inline constexpr std::uint64_t point_to_point = 0;  // send / recv
 inline constexpr std::uint64_t device_notices = std::uint64_t(1) << 63;
 inline constexpr std::uint64_t device_handles = device_notices - 1;  // device_ipc's inbox handles
 inline constexpr std::uint64_t tcp_hello = UINT64_MAX;  // tcp's first message to every peer
+inline constexpr std::uint64_t rdma_hello = UINT64_MAX - 1;  // rdma's
 }  // namespace reserved_call
 
 // Consumer of a message that a transport reduces "on the wire": called with pieces

@@ -8,11 +8,14 @@ namespace collectives {
 
 automatic_transport automatic_transport::join(const bootstrap::launch_info& launch, const auth::job_token& token,
                                               automatic_options options) {
-  const auto [use_shm, reason] = decide(launch, options.selection);
+  const auto [use, reason] = decide(launch, options.selection);
   if (log::enabled(log::level::info))
-    log::info("rank " + std::to_string(launch.rank) + ": transport " + (use_shm ? "shm" : "tcp") + ": " + reason);
-  if (use_shm) return automatic_transport(shm::join(launch, token, std::move(options.shm)));
-  return automatic_transport(tcp::join(launch, token, std::move(options.tcp)));
+    log::info("rank " + std::to_string(launch.rank) + ": transport " + std::string(to_string(use)) + ": " + reason);
+  switch (use) {
+    case transport_selection::shm: return automatic_transport(shm::join(launch, token, std::move(options.shm)));
+    case transport_selection::rdma: return automatic_transport(transport_detail::rdma_socket().join(launch, token));
+    default: return automatic_transport(tcp::join(launch, token, std::move(options.tcp)));
+  }
 }
 
 automatic_transport::decision automatic_transport::decide(const bootstrap::launch_info& launch, transport_selection selection) {
@@ -20,19 +23,30 @@ automatic_transport::decision automatic_transport::decide(const bootstrap::launc
   const bool all_here = launch.local_size == launch.size;
   const std::string here = "the launcher (" + launch.origin + ") puts " + std::to_string(launch.local_size) +
                            " of the job's " + std::to_string(launch.size) + " ranks on this host";
+  const auto& rdma = transport_detail::rdma_socket();
   switch (selection) {
     case transport_selection::shm:
       if (!all_here)
         throw error(errc::invalid_config, variable + "=shm, but " + here +
-                                              ", and shared memory joins only ranks of one host; use tcp or auto");
-      return {true, variable + "=shm"};
+                                              ", and shared memory joins only ranks of one host; use tcp, rdma or auto");
+      return {transport_selection::shm, variable + "=shm"};
     case transport_selection::tcp:
-      return {false, variable + "=tcp"};
+      return {transport_selection::tcp, variable + "=tcp"};
+    case transport_selection::rdma:
+      if (!rdma.join)
+        throw error(errc::invalid_config, variable + "=rdma, but this program was built without the rdma transport: "
+                                                     "include <collectives/transport/rdma.hpp> and link collectives::rdma "
+                                                     "(libfabric, docs/rdma.md)");
+      return {transport_selection::rdma, variable + "=rdma"};
     case transport_selection::automatic:
       break;
   }
-  if (all_here) return {true, variable + "=auto and all " + std::to_string(launch.size) + " ranks are on this host"};
-  return {false, variable + "=auto and " + here};
+  if (all_here)
+    return {transport_selection::shm, variable + "=auto and all " + std::to_string(launch.size) + " ranks are on this host"};
+  if (rdma.join && rdma.hardware_present())
+    return {transport_selection::rdma, variable + "=auto, " + here + ", and libfabric offers a hardware provider"};
+  return {transport_selection::tcp, variable + "=auto and " + here +
+                                        (rdma.join ? " (libfabric offers no hardware provider here)" : "")};
 }
 
 

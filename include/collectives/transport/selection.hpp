@@ -16,17 +16,19 @@
 namespace collectives {
 
 enum class transport_selection {
-  automatic,  // shm when every rank of the job is on this host, tcp otherwise
+  automatic,  // shm when every rank of the job is on this host, else rdma on a hardware fabric, else tcp
   shm,
   tcp,
+  rdma,
 };
 
-inline constexpr std::string_view transport_selection_values = "auto, shm or tcp";
+inline constexpr std::string_view transport_selection_values = "auto, shm, tcp or rdma";
 
 inline std::optional<transport_selection> parse_transport_selection(std::string_view text) {
   if (text == "auto") return transport_selection::automatic;
   if (text == "shm") return transport_selection::shm;
   if (text == "tcp") return transport_selection::tcp;
+  if (text == "rdma") return transport_selection::rdma;
   return std::nullopt;
 }
 
@@ -35,6 +37,7 @@ inline std::string_view to_string(transport_selection s) {
     case transport_selection::automatic: return "auto";
     case transport_selection::shm: return "shm";
     case transport_selection::tcp: return "tcp";
+    case transport_selection::rdma: return "rdma";
   }
   return "?";
 }

@@ -113,9 +113,6 @@ class tcp : public transport_detail::wire_transport<tcp_detail::engine> {
 
   COLLECTIVES_DECL static std::string route_target(const std::string& host);
 
-  // A message to and from every peer: when it is done, every rank has finished its
-  // start-up, so nobody needs the store any more and the first call finds all ready.
-  COLLECTIVES_DECL void meet_everyone(deadline until);
 
   // The group a shrink left: this rank's connections to the others (a null one for a
   // survivor that failed since), made on the old group's io_context; the old group's

@@ -35,7 +35,7 @@ tcp::tcp(int rank, int size, bootstrap::key_value_store* store, const auth::job_
                                    until, {options.handshake_limit});
   wire_->adopt(std::move(mesh_.peers));
   open_door(std::move(mesh_.acceptor));
-  meet_everyone(until);
+  greet_everyone({reserved_call::tcp_hello, 0}, until);
   if (log::enabled(log::level::info)) log::info(describe());
 }
 
@@ -95,27 +95,6 @@ void tcp::open_door(std::shared_ptr<boost::asio::ip::tcp::acceptor> door) {
   std::vector<tcp_detail::tcp::endpoint> doors;
   for (const auto& a : mesh_.addresses) doors.push_back(tcp_detail::parse_endpoint(a));
   wire_->open_door(std::move(door), std::move(doors), token_, options_.handshake_limit);
-}
-
-void tcp::meet_everyone(deadline until) {
-  std::vector<request> pending;
-  const message_tag hello{reserved_call::tcp_hello, 0};
-  for (int p = 0; p < size(); ++p)
-    if (p != rank()) {
-      pending.push_back(post_send(p, hello, {}));
-      pending.push_back(post_recv(p, hello, {}));
-    }
-  try {
-    while (!pending.empty()) {
-      std::erase_if(pending, [&](request& r) { return test(r); });
-      if (pending.empty()) break;
-      if (clock::now() >= until || !wait_for_activity(until))
-        throw error(errc::timeout, "rank " + std::to_string(rank()) + ": start-up timed out waiting for every rank to connect");
-    }
-  } catch (...) {
-    for (auto& r : pending) cancel(r);
-    throw;
-  }
 }
 
 std::string tcp::route_target(const std::string& host) {

@@ -9,9 +9,12 @@
 #include <memory>
 #include <span>
 #include <string_view>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "../../concepts/transport.hpp"
+#include "../../error.hpp"
 #include "matching.hpp"
 
 namespace collectives::transport_detail {
@@ -47,6 +50,28 @@ class wire_transport {
 
  protected:
   explicit wire_transport(std::unique_ptr<Wire> wire) : wire_(std::move(wire)) {}
+
+  // An empty message to and from every peer: when it is done, every rank has finished
+  // its start-up, so nobody needs the store any more and the first call finds all ready.
+  void greet_everyone(message_tag hello, deadline until) {
+    std::vector<request> pending;
+    for (int p = 0; p < size(); ++p)
+      if (p != rank()) {
+        pending.push_back(post_send(p, hello, {}));
+        pending.push_back(post_recv(p, hello, {}));
+      }
+    try {
+      while (!pending.empty()) {
+        std::erase_if(pending, [&](request& r) { return test(r); });
+        if (pending.empty()) break;
+        if (clock::now() >= until || !wait_for_activity(until))
+          throw error(errc::timeout, "rank " + std::to_string(rank()) + ": start-up timed out waiting for every rank to connect");
+      }
+    } catch (...) {
+      for (auto& r : pending) cancel(r);
+      throw;
+    }
+  }
 
   // Behind a pointer, so the transport moves while its wire stays put (handlers and
   // peers' doorbells refer to it).

@@ -1,0 +1,74 @@
+// A transport that automatic_transport reaches through a pointer: one whose header a
+// program includes only when it links that transport's own target (rdma, which needs
+// libfabric). The transport's header plugs itself in (plug_in()); automatic_transport
+// then offers it, and stays the same type whether or not it is plugged in, so
+// translation units and collectives::compiled built with and without it agree.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "../../bootstrap/environment.hpp"
+#include "../../bootstrap/job_token.hpp"
+#include "../../concepts/transport.hpp"
+#include "wire_transport.hpp"
+
+namespace collectives::transport_detail {
+
+class plugged_transport {
+ public:
+  using request = slot_request;
+  virtual ~plugged_transport() = default;
+
+  virtual std::string_view name() const noexcept = 0;
+  virtual std::string describe() const = 0;
+  virtual link_costs costs() const = 0;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual request post_send(int peer, message_tag tag, std::span<const std::byte> data) = 0;
+  virtual request post_recv(int peer, message_tag tag, std::span<std::byte> into) = 0;
+  virtual request post_recv_reduce(int peer, message_tag tag, std::size_t bytes, std::size_t granule, chunk_sink sink) = 0;
+  virtual bool test(request& r) = 0;
+  virtual bool wait_for_activity(deadline until) = 0;
+  virtual void cancel(request& r) noexcept = 0;
+  virtual void abort() = 0;
+  virtual void note_failure(std::string_view what) noexcept = 0;
+};
+
+template <class T>
+class plugged final : public plugged_transport {
+ public:
+  explicit plugged(T t) : t_(std::move(t)) {}
+  std::string_view name() const noexcept override { return T::selection_name; }
+  std::string describe() const override { return t_.describe(); }
+  link_costs costs() const override { return T::costs; }
+  int rank() const override { return t_.rank(); }
+  int size() const override { return t_.size(); }
+  request post_send(int peer, message_tag tag, std::span<const std::byte> data) override { return t_.post_send(peer, tag, data); }
+  request post_recv(int peer, message_tag tag, std::span<std::byte> into) override { return t_.post_recv(peer, tag, into); }
+  request post_recv_reduce(int peer, message_tag tag, std::size_t bytes, std::size_t granule, chunk_sink sink) override {
+    return t_.post_recv_reduce(peer, tag, bytes, granule, sink);
+  }
+  bool test(request& r) override { return t_.test(r); }
+  bool wait_for_activity(deadline until) override { return t_.wait_for_activity(until); }
+  void cancel(request& r) noexcept override { t_.cancel(r); }
+  void abort() override { t_.abort(); }
+  void note_failure(std::string_view what) noexcept override { t_.note_failure(what); }
+
+ private:
+  T t_;
+};
+
+// How automatic_transport reaches the rdma transport, once its header set it.
+struct rdma_plug {
+  std::unique_ptr<plugged_transport> (*join)(const bootstrap::launch_info&, const auth::job_token&) = nullptr;
+  bool (*hardware_present)() = nullptr;  // a hardware fabric provider is here
+};
+inline rdma_plug& rdma_socket() {
+  static rdma_plug plug;
+  return plug;
+}
+
+}  // namespace collectives::transport_detail

@@ -1,0 +1,229 @@
+// The rdma transport's engine: the matching engine's wire over one libfabric endpoint,
+// progressed by the thread that owns the transport (libfabric's manual progress: a
+// provider moves data while this engine reads its completion queue).
+//
+// A message of at most `eager` bytes goes whole in one tagged send, copied into a
+// registered send buffer, and its send is complete at once. A larger one is announced:
+// the announcement carries its first `eager` bytes and where the rest lies (its
+// registration's key and address); the receiver, once it has matched it, reads the
+// rest with fi_read straight into the receive's buffer, or, for a fused receive, in
+// slices into two registered buffers it reduces from while the next slice is read;
+// then it says `done`, and the sender's send completes. A user buffer is registered
+// once and kept (registration.hpp).
+//
+// Peers are watched while a rank waits: one on this host through its process (a
+// pidfd, which wakes the wait when the process ends), one on another host by a probe
+// sent when it has been quiet for a while, which the provider fails if the peer is
+// gone.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "../../error.hpp"
+#include "../../log.hpp"
+#include "../detail/matching.hpp"
+#include "fabric.hpp"
+#include "message.hpp"
+#include "registration.hpp"
+
+namespace collectives::rdma_detail {
+
+using transport_detail::cancellation;
+using transport_detail::landing;
+using transport_detail::link_state;
+using transport_detail::no_slot;
+using transport_detail::op_state;
+using transport_detail::op_type;
+
+struct engine_limits {
+  std::size_t eager_bytes = 16 * 1024;         // larger messages are announced and read
+  std::size_t receive_buffers = 64;            // posted at once for arriving messages
+  std::size_t slice_bytes = 256 * 1024;        // a fused receive reads and reduces this much at once
+  std::size_t read_bytes = 8u << 20;           // the largest single read into a receive's buffer
+  std::size_t early_bytes_per_peer = 4u << 20; // small messages kept before their receive is posted
+  std::size_t cached_registrations = 64;
+  std::chrono::microseconds poll_time{50};     // how long a wait polls before it sleeps
+  std::chrono::milliseconds probe_after{200};  // a quiet peer on another host is probed this often
+  std::chrono::milliseconds cancel_limit{2000};  // how long a cancelled receive waits for its reads
+};
+
+// Where a peer runs, for watching it.
+struct peer_place {
+  std::string host;
+  long pid = 0;
+};
+
+// What the engine adds to each posted operation.
+struct wire_state {
+  std::uint64_t announced = 0;  // a large send: its announcement's id
+  registration_cache::lease lease;
+};
+
+class engine {
+ public:
+  inline engine(int rank, int size, info_ptr provider, engine_limits limits);
+  engine(const engine&) = delete;
+  engine& operator=(const engine&) = delete;
+  inline ~engine();
+
+  int rank() const { return match_.rank(); }
+  int size() const { return match_.size(); }
+  const endpoint& fabric() const { return *ep_; }
+  const engine_limits& limits() const { return limits_; }
+  std::string address() const { return ep_->name(); }
+  const registration_cache::counters& registrations() const { return cache_->counts(); }
+  bool keeps_registrations() const { return cache_->keeps_registrations(); }
+
+  // Every rank's address and place, in rank order (this rank's among them).
+  inline void connect(const std::vector<std::string>& addresses, const std::vector<peer_place>& places,
+                                const std::string& this_host);
+
+  inline std::uint32_t post_send(int peer, message_tag tag, std::span<const std::byte> data);
+  inline std::uint32_t post_recv(int peer, message_tag tag, std::span<std::byte> into);
+  inline std::uint32_t post_recv_reduce(int peer, message_tag tag, std::size_t bytes, std::size_t granule, chunk_sink sink);
+  bool test(std::uint32_t& slot) { return match_.finish(slot); }
+  inline bool wait_for_activity(deadline until);
+  inline void cancel(std::uint32_t& slot) noexcept;
+  inline void abort();
+  void note_own_failure(std::string_view what) { match_.note_own_failure(what); }
+
+ private:
+  using matching = transport_detail::matching_engine<wire_state>;
+  using failure = matching::failure;
+
+  // What a completion refers to: every posted libfabric operation's context.
+  enum class work : std::uint8_t { receive, send, read };
+  struct context {
+    fi_context2 fi{};  // first: the provider's (FI_CONTEXT, FI_CONTEXT2)
+    work what = work::receive;
+    int peer = -1;
+    std::uint32_t index = 0;  // its buffer, or its slice of a read
+  };
+
+  // Registered buffers of one size: the receive buffers and the send buffers.
+  struct buffer_pool {
+    std::size_t each = 0;
+    std::vector<std::unique_ptr<std::byte[]>> blocks;
+    std::vector<registration> regs;
+    std::vector<std::byte*> at;
+    std::vector<void*> desc;
+    std::vector<std::uint32_t> free;
+    std::deque<context> contexts;  // stable addresses
+  };
+
+  // A message taken out of order, or held for want of its receive: its bytes, copied.
+  struct arrival {
+    std::uint64_t seq = 0;
+    std::vector<std::byte> bytes;
+  };
+
+  // The rest of an announced message being read from its sender.
+  struct reading {
+    bool active = false;
+    bool abandoned = false;  // its receive was cancelled: reads end, nothing is delivered
+    header from{};           // the announcement
+    std::uint32_t slot = no_slot;
+    bool fused = false;
+    std::size_t issued = 0, landed = 0;  // bytes read asked for, bytes handed over (the first ones included)
+    int in_flight = 0;
+    registration_cache::lease into;      // a plain receive's buffer
+    struct slice {
+      context ctx;
+      std::size_t offset = 0, length = 0;
+      bool busy = false, arrived = false;
+    };
+    std::array<slice, 2> slices;
+    std::unique_ptr<std::byte[]> bounce;  // a fused receive's two slices, registered
+    registration bounce_reg;
+  };
+
+  struct peer_state {
+    fi_addr_t addr = FI_ADDR_NOTAVAIL;
+    std::uint64_t sent_seq = 0, next_seq = 0;
+    std::deque<arrival> waiting;  // ordered messages not yet taken, by seq
+    reading in;
+    clock::time_point heard{}, probed{};
+    int pidfd = -1;  // a process on this host
+    bool told_failure = false;
+  };
+
+  // ---- buffers and sending --------------------------------------------------------
+  inline void grow(buffer_pool& pool, std::size_t count, std::uint64_t access);
+  inline std::uint32_t take_send_buffer();
+  // Sends `length` bytes of send buffer `index` to `peer` (after what waits for the
+  // provider, in order).
+  inline void send(int peer, std::uint32_t index, std::size_t length);
+  inline bool post_one_send(int peer, std::uint32_t index, std::size_t length);
+  inline void send_control(int peer, header h, std::string_view text = {});
+  inline void post_receive(std::uint32_t index);
+
+  // ---- progress -------------------------------------------------------------------
+  inline bool progress();
+  inline void completed(const fi_cq_tagged_entry& e);
+  inline void failed(const fi_cq_err_entry& e);
+  inline void arrived(int peer, std::span<const std::byte> message);
+  // Takes the peer's ordered messages that are next, while it can.
+  inline void take_waiting(int peer);
+  // Takes one ordered message; false if it must wait (held for want of its receive).
+  inline bool take(int peer, const header& h, std::span<const std::byte> payload);
+  inline void take_news(int peer, const header& h, std::span<const std::byte> payload);
+
+  // ---- announced messages ---------------------------------------------------------
+  inline void start_reading(int peer, const header& h, std::span<const std::byte> first);
+  inline void read_more(int peer);
+  inline void slice_read(int peer, std::uint32_t which);
+  inline void finish_reading(int peer, outcome how);
+  inline void answered(int peer, const header& h);
+
+  // ---- health ---------------------------------------------------------------------
+  inline void lost(int peer, std::string why);
+  inline void watch_peers();
+  inline void tell_abort();
+  inline void tell_first_failure();
+  inline void tell_failure(const failure& f);
+  // Gives up the endpoint: every transfer stops touching memory, every link is broken.
+  inline void shut_endpoint(const std::string& why);
+  inline void say_goodbye() noexcept;
+  bool open(int peer) const { return match_.link(peer) == link_state::open; }
+  std::string rank_name(int peer) const { return "rank " + std::to_string(peer); }
+
+  matching match_;
+  engine_limits limits_;
+  std::unique_ptr<endpoint> ep_;
+  std::unique_ptr<registration_cache> cache_;  // after ep_: its registrations close first
+  bool ep_open_ = true;
+  buffer_pool receives_, sends_;
+  std::vector<peer_state> peers_;
+  struct queued_send {
+    int peer;
+    std::uint32_t index;
+    std::size_t length;
+  };
+  std::deque<queued_send> backlog_;  // sends the provider had no room for yet, in order
+  int sends_in_flight_ = 0;
+  std::vector<std::uint32_t> unposted_receives_;
+  std::map<std::uint64_t, std::uint32_t> announced_;  // an announced send's id: its slot
+  std::uint64_t next_id_ = 1;
+  int wake_fd_ = -1;  // an eventfd abort() writes to, so that a sleeping wait wakes
+  std::atomic<bool> abort_to_tell_{false};
+  bool told_abort_ = false;
+  bool told_first_ = false;
+  clock::time_point last_watch_{};
+};
+
+}  // namespace collectives::rdma_detail
+
+// Always inline: collectives::compiled is built without libfabric.
+#include "engine.ipp"
