@@ -68,7 +68,7 @@ inline constexpr variable table[] = {
      "the interface name or local address tcp listens on"},
     {"COLLECTIVES_FABRIC_PROVIDER", kind::text, 0, 0, "", "FI_PROVIDER, else the first hardware provider, else tcp",
      "the libfabric provider rdma uses (fi_info -l lists them): verbs, efa, cxi, psm3, tcp, shm, ..."},
-    {"COLLECTIVES_RDMA_EAGER_BYTES", kind::byte_size, 64, 1 * mib, "", "16K",
+    {"COLLECTIVES_RDMA_EAGER_BYTES", kind::byte_size, 64, 1 * mib, "", "8K",
      "rdma sends messages up to this size whole; larger ones are announced and read by the receiver"},
     {"COLLECTIVES_SHM_SLOT_BYTES", kind::byte_size, 64, 64 * mib, "", "64K",
      "the fragment size of shm's FIFOs, its pipelining chunk"},

@@ -15,6 +15,9 @@
 #include <doctest/doctest.h>
 
 #include "conformance/factories.hpp"
+#if defined(CONFORMANCE_OF_RDMA)
+#include "conformance/rdma_factories.hpp"
+#endif
 #include "conformance/messages.hpp"
 #include "conformance/ranks.hpp"
 
@@ -23,9 +26,14 @@ using namespace conformance;
 using coll::errc;
 using std::chrono::milliseconds;
 
-// The transports under test: one factory each (conformance/factories.hpp).
+// The transports under test: one factory each (conformance/factories.hpp). The rdma
+// transport's are built into a binary of their own, which links libfabric.
+#if defined(CONFORMANCE_OF_RDMA)
+using factories = std::tuple<rdma_tcp_factory, rdma_shm_factory>;
+#else
 using factories =
     std::tuple<inproc_factory, shm_factory, tcp_factory, device_standin_factory, faulty_inproc_factory, faulty_shm_factory>;
+#endif
 
 TEST_CASE_TEMPLATE_DEFINE("messages match their receives whether the receive is posted before or after they arrive", F, matching) {
   using T = typename F::transport;

@@ -26,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -48,7 +49,9 @@ using transport_detail::op_state;
 using transport_detail::op_type;
 
 struct engine_limits {
-  std::size_t eager_bytes = 16 * 1024;         // larger messages are announced and read
+  // Larger messages are announced and read. With its header, a message fits the eager
+  // size of libfabric's rxm (16 KiB), so that one never waits for its sender's progress.
+  std::size_t eager_bytes = 8 * 1024;
   std::size_t receive_buffers = 64;            // posted at once for arriving messages
   std::size_t slice_bytes = 256 * 1024;        // a fused receive reads and reduces this much at once
   std::size_t read_bytes = 8u << 20;           // the largest single read into a receive's buffer
@@ -57,6 +60,7 @@ struct engine_limits {
   std::chrono::microseconds poll_time{50};     // how long a wait polls before it sleeps
   std::chrono::milliseconds probe_after{200};  // a quiet peer on another host is probed this often
   std::chrono::milliseconds cancel_limit{2000};  // how long a cancelled receive waits for its reads
+  std::chrono::milliseconds withdraw_wait{200};  // how long a cancelled send waits for its reader's word
 };
 
 // Where a peer runs, for watching it.
@@ -67,7 +71,7 @@ struct peer_place {
 
 // What the engine adds to each posted operation.
 struct wire_state {
-  std::uint64_t announced = 0;  // a large send: its announcement's id
+  std::uint64_t id = 0;  // a send: its message's id (announced_ has a large one's)
   registration_cache::lease lease;
 };
 
@@ -149,9 +153,21 @@ class engine {
     registration bounce_reg;
   };
 
+  // An ordered message waiting to be sent: behind an announced one that its receiver
+  // has not read yet, as behind a large frame in a stream, so that a send cancelled
+  // before it moved is never delivered.
+  struct queued {
+    std::uint32_t index;
+    std::size_t length;
+    std::uint64_t id;
+    bool withdrawn;
+  };
+
   struct peer_state {
     fi_addr_t addr = FI_ADDR_NOTAVAIL;
     std::uint64_t sent_seq = 0, next_seq = 0;
+    std::deque<queued> queue;  // ordered messages not sent yet
+    int announcing = 0;        // announced messages sent and not yet read
     std::deque<arrival> waiting;  // ordered messages not yet taken, by seq
     reading in;
     clock::time_point heard{}, probed{};
@@ -167,10 +183,14 @@ class engine {
   inline void send(int peer, std::uint32_t index, std::size_t length);
   inline bool post_one_send(int peer, std::uint32_t index, std::size_t length);
   inline void send_control(int peer, header h, std::string_view text = {});
+  // An ordered message (its header's seq is set as it leaves).
+  inline void send_in_order(int peer, std::uint32_t index, std::size_t length, std::uint64_t id);
+  inline void send_queued(int peer);
   inline void post_receive(std::uint32_t index);
 
   // ---- progress -------------------------------------------------------------------
   inline bool progress();
+  inline bool is_news(const fi_cq_tagged_entry& e) const;  // a message taken on arrival
   inline void completed(const fi_cq_tagged_entry& e);
   inline void failed(const fi_cq_err_entry& e);
   inline void arrived(int peer, std::span<const std::byte> message);
@@ -186,6 +206,7 @@ class engine {
   inline void slice_read(int peer, std::uint32_t which);
   inline void finish_reading(int peer, outcome how);
   inline void answered(int peer, const header& h);
+  inline void answer(int peer, std::uint64_t id, outcome how);  // `done`
 
   // ---- health ---------------------------------------------------------------------
   inline void lost(int peer, std::string why);
@@ -199,8 +220,28 @@ class engine {
   bool open(int peer) const { return match_.link(peer) == link_state::open; }
   std::string rank_name(int peer) const { return "rank " + std::to_string(peer); }
 
+  // ---- ranks of one group in one process ------------------------------------------
+  //
+  // libfabric's shm provider reaches an endpoint of the same process through that
+  // endpoint's own memory, which closing it frees: a rank of a group whose ranks are
+  // threads of one process keeps its endpoint, and the buffers posted to it, until
+  // the last of them has closed its transport.
+  struct parked {
+    std::unique_ptr<endpoint> ep;
+    buffer_pool receives;  // after ep: its registrations close before the domain
+    parked(std::unique_ptr<endpoint> e, buffer_pool r) : ep(std::move(e)), receives(std::move(r)) {}
+    parked(parked&&) noexcept = default;
+    parked& operator=(parked&&) noexcept = default;
+    ~parked() {
+      if (ep) ep->shut();  // first: no more arrivals into the buffers
+    }
+  };
+  inline void park_until_group_closed();
+
   matching match_;
   engine_limits limits_;
+  std::string group_;     // every rank's address: the same text on every rank of the group
+  int ranks_here_ = 1;    // ranks of the group in this process
   std::unique_ptr<endpoint> ep_;
   std::unique_ptr<registration_cache> cache_;  // after ep_: its registrations close first
   bool ep_open_ = true;
@@ -211,10 +252,12 @@ class engine {
     std::uint32_t index;
     std::size_t length;
   };
+  std::vector<fi_cq_tagged_entry> batch_;  // progress()'s completions, reused
   std::deque<queued_send> backlog_;  // sends the provider had no room for yet, in order
   int sends_in_flight_ = 0;
   std::vector<std::uint32_t> unposted_receives_;
   std::map<std::uint64_t, std::uint32_t> announced_;  // an announced send's id: its slot
+  std::set<std::uint64_t> withdrawn_;                 // withdrawals not yet answered
   std::uint64_t next_id_ = 1;
   int wake_fd_ = -1;  // an eventfd abort() writes to, so that a sleeping wait wakes
   std::atomic<bool> abort_to_tell_{false};

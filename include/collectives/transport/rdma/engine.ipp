@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <mutex>
 #include <thread>
 
 #include "engine.hpp"
@@ -57,6 +58,8 @@ engine::engine(int rank, int size, info_ptr provider, engine_limits limits)
 
 engine::~engine() {
   say_goodbye();
+  if (ranks_here_ > 1) park_until_group_closed();
+  if (ep_) ep_->shut();  // before the buffers posted to it go
   for (auto& p : peers_)
     if (p.pidfd >= 0) ::close(p.pidfd);
   if (wake_fd_ >= 0) ::close(wake_fd_);
@@ -65,6 +68,9 @@ engine::~engine() {
 void engine::connect(const std::vector<std::string>& addresses, const std::vector<peer_place>& places,
                      const std::string& this_host) {
   const auto handles = ep_->insert(addresses);
+  for (const auto& a : addresses) group_ += a;
+  ranks_here_ = int(std::count_if(places.begin(), places.end(),
+                                  [&](const peer_place& at) { return at.host == this_host && at.pid == ::getpid(); }));
   const auto now = clock::now();
   for (std::size_t r = 0; r < peers_.size(); ++r) {
     peer_state& p = peers_[r];
@@ -75,6 +81,28 @@ void engine::connect(const std::vector<std::string>& addresses, const std::vecto
       p.pidfd = int(::syscall(SYS_pidfd_open, pid_t(at.pid), 0));  // -1 where the kernel has none: probes serve
   }
   for (std::uint32_t i = 0; i < receives_.at.size(); ++i) post_receive(i);
+}
+
+void engine::park_until_group_closed() {
+  static std::mutex lock;
+  struct group_here {
+    int closed = 0;
+    std::vector<parked> endpoints;
+  };
+  static std::map<std::string, group_here> groups;
+  // What else was registered closes now, while its domain is open.
+  cache_.reset();
+  sends_ = {};
+  for (auto& p : peers_) p.in.bounce_reg = registration();
+  std::vector<parked> closing;  // closed outside the lock
+  {
+    std::lock_guard hold(lock);
+    group_here& g = groups[group_];
+    g.endpoints.emplace_back(std::move(ep_), std::move(receives_));
+    if (++g.closed < ranks_here_) return;
+    closing = std::move(g.endpoints);
+    groups.erase(group_);
+  }
 }
 
 // ---- buffers and sending ------------------------------------------------------------
@@ -160,21 +188,42 @@ std::uint32_t engine::post_send(int peer, message_tag tag, std::span<const std::
       throw;
     }
     h.what = kind::announce;
-    h.id = o.wire.announced = next_id_++;
     h.addr = o.wire.lease->remote_address(data.data());
     h.key = o.wire.lease->key();
-    announced_[h.id] = slot;
     o.state = op_state::moving;
   } else {
     o.state = op_state::done;  // its bytes are copied below: the caller's buffer is free
   }
-  peer_state& p = peers_[std::size_t(peer)];
-  h.seq = p.sent_seq++;
+  h.id = o.wire.id = next_id_++;
+  if (h.what == kind::announce) announced_[h.id] = slot;
   const std::uint32_t i = take_send_buffer();
   write_header(sends_.at[i], h);
   if (first != 0) std::memcpy(sends_.at[i] + header_size, data.data(), first);
-  send(peer, i, header_size + first);
+  send_in_order(peer, i, header_size + first, h.id);
   return slot;
+}
+
+void engine::send_in_order(int peer, std::uint32_t index, std::size_t length, std::uint64_t id) {
+  peers_[std::size_t(peer)].queue.push_back({index, length, id, false});
+  send_queued(peer);
+}
+
+void engine::send_queued(int peer) {
+  peer_state& p = peers_[std::size_t(peer)];
+  while (!p.queue.empty() && p.announcing == 0) {
+    const queued m = p.queue.front();
+    p.queue.pop_front();
+    if (m.withdrawn) {
+      sends_.free.push_back(m.index);
+      continue;
+    }
+    // Numbered as it leaves, so that a message withdrawn while queued leaves no gap.
+    header h = read_header(sends_.at[m.index]);
+    h.seq = p.sent_seq++;
+    write_header(sends_.at[m.index], h);
+    if (h.what == kind::announce) ++p.announcing;
+    send(peer, m.index, m.length);
+  }
 }
 
 std::uint32_t engine::post_recv(int peer, message_tag tag, std::span<std::byte> into) {
@@ -200,13 +249,14 @@ bool engine::progress() {
     any = true;
   }
   if (!ep_open_) return any;
-  fi_cq_tagged_entry done[32];
+  // Everything completed so far, news first: a withdrawal is seen before the
+  // announcement it withdraws is read, when both are in.
+  batch_.clear();
   for (;;) {
+    fi_cq_tagged_entry done[32];
     const ssize_t n = fi_cq_read(ep_->cq(), done, 32);
     if (n > 0) {
-      any = true;
-      for (ssize_t i = 0; i < n && ep_open_; ++i) completed(done[i]);
-      if (!ep_open_) return true;
+      batch_.insert(batch_.end(), done, done + n);
       continue;
     }
     if (n == -FI_EAVAIL) {
@@ -218,12 +268,22 @@ bool engine::progress() {
     }
     break;  // -FI_EAGAIN: nothing more now
   }
+  any = any || !batch_.empty();
+  for (const bool news : {true, false})
+    for (const auto& e : batch_)
+      if (ep_open_ && is_news(e) == news) completed(e);
+  if (!ep_open_) return true;
   while (!backlog_.empty() && post_one_send(backlog_.front().peer, backlog_.front().index, backlog_.front().length))
     backlog_.pop_front();
   for (auto pending = std::exchange(unposted_receives_, {}); std::uint32_t i : pending) post_receive(i);
   for (int p = 0; p < size(); ++p)
     if (peers_[std::size_t(p)].in.active) read_more(p);
   return any;
+}
+
+bool engine::is_news(const fi_cq_tagged_entry& e) const {
+  const auto* c = static_cast<const context*>(e.op_context);
+  return c->what == work::receive && e.len >= header_size && !is_ordered(read_header(receives_.at[c->index]).what);
 }
 
 void engine::completed(const fi_cq_tagged_entry& e) {
@@ -332,11 +392,18 @@ void engine::take_news(int peer, const header& h, std::span<const std::byte> pay
   switch (h.what) {
     case kind::done:
       return answered(peer, h);
-    case kind::withdraw:
-      // Its memory is no longer readable: reads of it fail, and this link is out of step.
-      return match_.break_link(peer, "the link with rank " + std::to_string(peer) +
-                                         " is out of step: it gave up a message halfway after an earlier failure; "
-                                         "build a new communicator");
+    case kind::withdraw: {
+      // Its memory is no longer to be read: the message is dropped, this link is out of
+      // step, and the sender learns (`done`) once no read of it is under way here.
+      match_.break_link(peer, "the link with rank " + std::to_string(peer) +
+                                  " is out of step: it gave up a message halfway after an earlier failure; "
+                                  "build a new communicator");
+      reading& r = peers_[std::size_t(peer)].in;
+      if (!r.active || r.from.id != h.id) return answer(peer, h.id, outcome::dropped);
+      r.abandoned = true;
+      if (r.in_flight == 0) finish_reading(peer, outcome::dropped);
+      return;
+    }
     case kind::abort:
       return match_.note_abort(h.bytes < std::uint64_t(size()) ? int(h.bytes) : peer);
     case kind::failure:
@@ -460,26 +527,32 @@ void engine::finish_reading(int peer, outcome how) {
     match_.delivered_directly(peer, r.from.bytes - match_.message_moved(peer));
   cache_->give_back(r.into);
   r.slot = no_slot;
-  if (ep_open_ && match_.link(peer) != link_state::lost) {
-    header d;
-    d.what = kind::done;
-    d.flag = std::uint8_t(how);
-    d.id = r.from.id;
-    try {
-      send_control(peer, d);
-    } catch (...) {  // no memory for a send buffer: the sender's send waits until its deadline
-    }
-  }
+  answer(peer, r.from.id, how);
   take_waiting(peer);
 }
 
+void engine::answer(int peer, std::uint64_t id, outcome how) {
+  if (!ep_open_ || match_.link(peer) == link_state::lost) return;
+  header d;
+  d.what = kind::done;
+  d.flag = std::uint8_t(how);
+  d.id = id;
+  try {
+    send_control(peer, d);
+  } catch (...) {  // no memory for a send buffer: the sender's send waits until its deadline
+  }
+}
+
 void engine::answered(int peer, const header& h) {
+  if (withdrawn_.erase(h.id) != 0) return;  // a withdrawal's answer: no read of it is under way
   const auto it = announced_.find(h.id);
   if (it == announced_.end()) return;  // a withdrawn send's
   auto& o = match_.at(it->second);
   announced_.erase(it);
   if (o.peer != peer) return;
   cache_->give_back(o.wire.lease);
+  --peers_[std::size_t(peer)].announcing;
+  send_queued(peer);
   // Read, or dropped by its receiver (a receive that failed or was cancelled): as over
   // tcp, the send is done either way; the receiver's side tells the story.
   o.state = op_state::done;
@@ -489,22 +562,42 @@ void engine::cancel(std::uint32_t& slot) noexcept {
   if (slot == no_slot) return;
   auto& o = match_.at(slot);
   const int peer = o.peer;
-  if (o.type == op_type::send && o.state == op_state::moving && o.wire.announced != 0) {
+  auto& waiting_to_go = peers_[std::size_t(peer)].queue;
+  const auto queued_here = std::find_if(waiting_to_go.begin(), waiting_to_go.end(),
+                                        [&](const queued& m) { return o.type == op_type::send && m.id == o.wire.id; });
+  if (queued_here != waiting_to_go.end()) {
+    // Not sent yet: it never will be.
+    queued_here->withdrawn = true;
+    announced_.erase(o.wire.id);
+    cache_->give_back(o.wire.lease);
+  } else if (o.type == op_type::send && o.state == op_state::moving && announced_.erase(o.wire.id) != 0) {
     // The peer may be reading it: its memory stops being readable now.
-    announced_.erase(o.wire.announced);
     cache_->revoke(o.wire.lease);
+    --peers_[std::size_t(peer)].announcing;
+    const std::uint64_t id = o.wire.id;
     if (ep_open_ && open(peer)) {
       header w;
       w.what = kind::withdraw;
-      w.id = o.wire.announced;
+      w.id = id;
       try {
         send_control(peer, w);
+        withdrawn_.insert(id);
       } catch (...) {  // no memory for a send buffer: the peer's read fails instead
       }
     }
     match_.break_link(peer, "the link with rank " + std::to_string(peer) +
                                 " is out of step: a message to it was cancelled halfway after an earlier failure; "
                                 "build a new communicator");
+    // A provider that reads by address (shm) does not check the closed registration:
+    // wait a little for the peer to say no read of it is under way. A peer that says
+    // nothing meanwhile is not reading, and takes the withdrawal before it would.
+    const auto until = clock::now() + limits_.withdraw_wait;
+    try {
+      while (withdrawn_.count(id) != 0 && ep_open_ && match_.link(peer) != link_state::lost && clock::now() < until)
+        if (!progress()) std::this_thread::yield();
+    } catch (...) {
+    }
+    withdrawn_.erase(id);
   } else {
     cache_->give_back(o.wire.lease);
   }
@@ -655,10 +748,12 @@ void engine::say_goodbye() noexcept {
     }
     for (int p = 0; p < size(); ++p)
       if (p != rank() && open(p)) {
+        peers_[std::size_t(p)].announcing = 0;  // what waits behind an unread message goes now
         header g;
         g.what = kind::goodbye;
-        g.seq = peers_[std::size_t(p)].sent_seq++;
-        send_control(p, g);
+        const std::uint32_t i = take_send_buffer();
+        write_header(sends_.at[i], g);
+        send_in_order(p, i, header_size, 0);
       }
     // With manual progress the sends leave only while this rank reads its queue.
     const auto until = clock::now() + (match_.aborted() ? std::chrono::milliseconds(200) : std::chrono::milliseconds(2000));
