@@ -80,7 +80,7 @@ coll::link_costs all_reduce_and_costs(coll::communicator<coll::automatic_transpo
 
 }  // namespace
 
-TEST_CASE("COLLECTIVES_TRANSPORT is auto, shm or tcp, and nothing else") {
+TEST_CASE("COLLECTIVES_TRANSPORT is auto, shm, tcp or rdma, and nothing else") {
   {
     scoped_env unset("COLLECTIVES_TRANSPORT", nullptr);
     CHECK(coll::selected_transport() == coll::transport_selection::automatic);
@@ -88,7 +88,8 @@ TEST_CASE("COLLECTIVES_TRANSPORT is auto, shm or tcp, and nothing else") {
   for (const auto& [text, expected] : {std::pair{"", coll::transport_selection::automatic},
                                        std::pair{"auto", coll::transport_selection::automatic},
                                        std::pair{"shm", coll::transport_selection::shm},
-                                       std::pair{"tcp", coll::transport_selection::tcp}}) {
+                                       std::pair{"tcp", coll::transport_selection::tcp},
+                                       std::pair{"rdma", coll::transport_selection::rdma}}) {
     scoped_env set("COLLECTIVES_TRANSPORT", text);
     CHECK(coll::selected_transport() == expected);
   }
@@ -101,7 +102,7 @@ TEST_CASE("COLLECTIVES_TRANSPORT is auto, shm or tcp, and nothing else") {
       CHECK(e.code() == coll::errc::invalid_config);
       CHECK(std::string(e.what()).find(coll::settings::assignment("COLLECTIVES_TRANSPORT", wrong) +
                                        " is not a choice") != std::string::npos);
-      CHECK(std::string(e.what()).find("auto, shm or tcp") != std::string::npos);
+      CHECK(std::string(e.what()).find("auto, shm, tcp or rdma") != std::string::npos);
     }
   }
 }
@@ -128,6 +129,19 @@ TEST_CASE("shm is refused, before anything starts, for a job not all on this hos
     CHECK(e.code() == coll::errc::invalid_config);
     CHECK(std::string(e.what()).find("COLLECTIVES_TRANSPORT=shm, but the launcher (arguments) puts 2 of the job's 4 "
                                      "ranks on this host") != std::string::npos);
+  }
+}
+
+TEST_CASE("rdma is refused, naming what is missing, in a program built without it") {
+  // This test includes automatic.hpp alone: rdma.hpp, which plugs rdma in, is not here.
+  try {
+    (void)coll::automatic_transport::join(job(0, 2, 1), token, choosing(coll::transport_selection::rdma));
+    FAIL("joined over rdma without the rdma transport");
+  } catch (const coll::error& e) {
+    CHECK(e.code() == coll::errc::invalid_config);
+    CHECK(std::string(e.what()).find("COLLECTIVES_TRANSPORT=rdma, but this program was built without the rdma transport: "
+                                     "include <collectives/transport/rdma.hpp> and link collectives::rdma") !=
+          std::string::npos);
   }
 }
 

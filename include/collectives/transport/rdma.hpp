@@ -115,6 +115,9 @@ class rdma : public transport_detail::wire_transport<rdma_detail::engine> {
   std::string provider() const { return wire_->fabric().provider(); }
   // The registration cache's counts: hits, misses, invalidated, evicted.
   const rdma_detail::registration_cache::counters& registrations() const { return wire_->registrations(); }
+  // Whether user buffers stay registered between transfers: where the kernel lets
+  // this process watch its memory (userfaultfd); else each transfer registers its own.
+  bool keeps_registrations() const { return wire_->keeps_registrations(); }
 
  private:
   rdma(int rank, int size, bootstrap::key_value_store* store, rdma_options options, bool spans_hosts)

@@ -1,6 +1,6 @@
 // The collective tests' ranks as the processes of a job that collectives-run (or
 // mpirun, or srun) started, over automatic_transport: COLLECTIVES_TRANSPORT
-// (collectives-run --transport) picks shm or tcp, so one binary tests both. This
+// (collectives-run --transport) picks shm, tcp or rdma, so one binary tests them all. This
 // process is one rank, and every process runs the same test cases in the same order,
 // so their collective calls line up. Each process checks its own rank's results; the
 // launcher fails the job if any process fails.
@@ -18,6 +18,9 @@
 
 #include <collectives/collectives.hpp>
 #include <collectives/transport/automatic.hpp>
+#if GRIDS_OVER_RDMA  // offers COLLECTIVES_TRANSPORT=rdma
+#include <collectives/transport/rdma.hpp>
+#endif
 #include <doctest/doctest.h>
 
 #include "../job.hpp"
