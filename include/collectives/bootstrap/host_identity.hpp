@@ -9,6 +9,20 @@
 
 namespace collectives::bootstrap {
 
+namespace detail {
+inline std::string boot_id() {
+  std::string boot;
+  if (std::ifstream in("/proc/sys/kernel/random/boot_id"); in) std::getline(in, boot);
+  return boot;
+}
+// "net:[4026531840]" for `kind` "net": which namespace of that kind this process is in.
+inline std::string namespace_of(const char* kind) {
+  char ns[128] = {};
+  const ssize_t n = readlink((std::string("/proc/self/ns/") + kind).c_str(), ns, sizeof ns - 1);
+  return n > 0 ? std::string(ns, static_cast<std::size_t>(n)) : std::string();
+}
+}  // namespace detail
+
 // The host name, the kernel's boot id (two machines may share a name), and the
 // network namespace: processes in different namespaces reach each other only over
 // the network, as containers and the netns tests' hosts do, so they count as hosts
@@ -16,11 +30,15 @@ namespace collectives::bootstrap {
 inline std::string host_identity() {
   char name[256] = {};
   std::string id = gethostname(name, sizeof name - 1) == 0 ? std::string(name) : std::string("?");
-  std::string boot;
-  if (std::ifstream in("/proc/sys/kernel/random/boot_id"); in) std::getline(in, boot);
-  char ns[128] = {};
-  const ssize_t n = readlink("/proc/self/ns/net", ns, sizeof ns - 1);
-  return id + "|" + boot + "|" + (n > 0 ? std::string(ns, static_cast<std::size_t>(n)) : std::string());
+  return id + "|" + detail::boot_id() + "|" + detail::namespace_of("net");
+}
+
+// Where a process id names the same process: this kernel's boot and pid namespace
+// (network namespaces and containers of one kernel may share them). Empty where it
+// can't be told.
+inline std::string pid_space_identity() {
+  const std::string boot = detail::boot_id(), pids = detail::namespace_of("pid");
+  return boot.empty() || pids.empty() ? std::string() : boot + "|" + pids;
 }
 
 }  // namespace collectives::bootstrap

@@ -25,6 +25,7 @@
 
 #include "../bootstrap/auth.hpp"
 #include "../bootstrap/environment.hpp"
+#include "../bootstrap/host_identity.hpp"
 #include "../bootstrap/rendezvous.hpp"
 #include "../bootstrap/store.hpp"
 #include "../communicator.hpp"
@@ -134,20 +135,17 @@ class rdma : public transport_detail::wire_transport<rdma_detail::engine> {
     return rank;
   }
 
-  static std::string this_host() {
-    char name[256] = {};
-    return ::gethostname(name, sizeof name - 1) == 0 ? std::string(name) : std::string("localhost");
-  }
-
-  // Publishes this rank's endpoint address, host and process; reads every other
+  // Publishes this rank's endpoint address, place and process; reads every other
   // rank's; greets them all.
   void meet(bootstrap::key_value_store& store, deadline until) {
     // Every rank creates its communicators in the same order, so each one's count
     // names the same group on every rank, even in a store that outlives a group.
     const auto generation = store.add("collectives/rdma/communicators/" + std::to_string(rank()), 1);
     const std::string prefix = "collectives/rdma/" + std::to_string(generation) + "/";
-    const std::string host = this_host();
-    store.set(prefix + std::to_string(rank()), host + " " + std::to_string(::getpid()) + " " + to_hex(wire_->address()));
+    // A peer's pid is watched only where it means the same process; "-" where unknown.
+    std::string place = bootstrap::pid_space_identity();
+    if (place.empty()) place = "-" + std::to_string(rank());
+    store.set(prefix + std::to_string(rank()), place + " " + std::to_string(::getpid()) + " " + to_hex(wire_->address()));
     const auto ranks = std::size_t(size());
     std::vector<std::string> addresses(ranks);
     std::vector<rdma_detail::peer_place> places(ranks);
@@ -157,8 +155,42 @@ class rdma : public transport_detail::wire_transport<rdma_detail::engine> {
       if (!(in >> places[std::size_t(r)].host >> places[std::size_t(r)].pid >> hex) || !from_hex(hex, addresses[std::size_t(r)]))
         throw error(errc::protocol_error, "rdma: rank " + std::to_string(r) + " published no endpoint address in the store");
     }
-    wire_->connect(addresses, places, host);
-    greet_everyone({reserved_call::rdma_hello, 0}, until);
+    wire_->connect(addresses, places, place);
+    greet_in_rank_order(until);
+  }
+
+  // greet_everyone, with only the lower rank of each pair speaking first: the higher
+  // one answers once the greeting came. Providers that connect on the first message
+  // (rxm) then see one connection request per pair, never two crossing.
+  void greet_in_rank_order(deadline until) {
+    const message_tag hello{reserved_call::rdma_hello, 0};
+    std::vector<request> pending;
+    std::vector<std::pair<int, request>> greetings;  // from the lower ranks, to answer
+    for (int p = 0; p < size(); ++p) {
+      if (p > rank()) {
+        pending.push_back(post_send(p, hello, {}));
+        pending.push_back(post_recv(p, hello, {}));
+      } else if (p < rank()) {
+        greetings.emplace_back(p, post_recv(p, hello, {}));
+      }
+    }
+    try {
+      while (!pending.empty() || !greetings.empty()) {
+        std::erase_if(pending, [&](request& r) { return test(r); });
+        std::erase_if(greetings, [&](std::pair<int, request>& g) {
+          if (!test(g.second)) return false;
+          pending.push_back(post_send(g.first, hello, {}));
+          return true;
+        });
+        if (pending.empty() && greetings.empty()) break;
+        if (clock::now() >= until || !wait_for_activity(until))
+          throw error(errc::timeout, "rank " + std::to_string(rank()) + ": start-up timed out waiting for every rank to connect");
+      }
+    } catch (...) {
+      for (auto& r : pending) cancel(r);
+      for (auto& g : greetings) cancel(g.second);
+      throw;
+    }
   }
 
   static std::string to_hex(const std::string& bytes) {

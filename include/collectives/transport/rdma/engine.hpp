@@ -7,7 +7,7 @@
 // the announcement carries its first `eager` bytes and where the rest lies (its
 // registration's key and address); the receiver, once it has matched it, reads the
 // rest with fi_read straight into the receive's buffer, or, for a fused receive, in
-// slices into two registered buffers it reduces from while the next slice is read;
+// slices into registered buffers it reduces from while the next slices are read;
 // then it says `done`, and the sender's send completes. A user buffer is registered
 // once and kept (registration.hpp).
 //
@@ -53,17 +53,21 @@ struct engine_limits {
   // size of libfabric's rxm (16 KiB), so that one never waits for its sender's progress.
   std::size_t eager_bytes = 8 * 1024;
   std::size_t receive_buffers = 64;            // posted at once for arriving messages
-  std::size_t slice_bytes = 256 * 1024;        // a fused receive reads and reduces this much at once
+  std::size_t slice_bytes = 1024 * 1024;       // a fused receive reads and reduces this much at once
   std::size_t read_bytes = 8u << 20;           // the largest single read into a receive's buffer
+  std::size_t reads_in_flight = 4;             // per message: a peer that serves reads gets several at once
   std::size_t early_bytes_per_peer = 4u << 20; // small messages kept before their receive is posted
   std::size_t cached_registrations = 64;
   std::chrono::microseconds poll_time{50};     // how long a wait polls before it sleeps
   std::chrono::milliseconds probe_after{200};  // a quiet peer on another host is probed this often
+  std::chrono::milliseconds probe_limit{1000};  // a probe not delivered by then: the peer is gone
   std::chrono::milliseconds cancel_limit{2000};  // how long a cancelled receive waits for its reads
   std::chrono::milliseconds withdraw_wait{200};  // how long a cancelled send waits for its reader's word
 };
 
-// Where a peer runs, for watching it.
+// Where a peer runs, for watching it: `host` names its kernel and process id space
+// (the boot id and the pid namespace), so that a pid is watched only where it means
+// the same process; containers and network namespaces of one kernel share them.
 struct peer_place {
   std::string host;
   long pid = 0;
@@ -74,6 +78,8 @@ struct wire_state {
   std::uint64_t id = 0;  // a send: its message's id (announced_ has a large one's)
   registration_cache::lease lease;
 };
+
+inline constexpr std::uint32_t no_probe = UINT32_MAX;
 
 class engine {
  public:
@@ -92,7 +98,7 @@ class engine {
 
   // Every rank's address and place, in rank order (this rank's among them).
   inline void connect(const std::vector<std::string>& addresses, const std::vector<peer_place>& places,
-                                const std::string& this_host);
+                      const std::string& this_place);
 
   inline std::uint32_t post_send(int peer, message_tag tag, std::span<const std::byte> data);
   inline std::uint32_t post_recv(int peer, message_tag tag, std::span<std::byte> into);
@@ -148,8 +154,8 @@ class engine {
       std::size_t offset = 0, length = 0;
       bool busy = false, arrived = false;
     };
-    std::array<slice, 2> slices;
-    std::unique_ptr<std::byte[]> bounce;  // a fused receive's two slices, registered
+    std::vector<slice> slices = std::vector<slice>(4);  // engine_limits::reads_in_flight
+    std::unique_ptr<std::byte[]> bounce;  // a fused receive's slices, registered
     registration bounce_reg;
   };
 
@@ -167,12 +173,20 @@ class engine {
     fi_addr_t addr = FI_ADDR_NOTAVAIL;
     std::uint64_t sent_seq = 0, next_seq = 0;
     std::deque<queued> queue;  // ordered messages not sent yet
+    struct unsent {
+      std::uint32_t index;
+      std::size_t length;
+    };
+    std::deque<unsent> backlog;  // sends the provider had no room for yet, in order
     int announcing = 0;        // announced messages sent and not yet read
     std::deque<arrival> waiting;  // ordered messages not yet taken, by seq
     reading in;
     clock::time_point heard{}, probed{};
+    std::uint32_t probe = no_probe;  // the send buffer of a probe not yet delivered
     int pidfd = -1;  // a process on this host
     bool told_failure = false;
+    bool said_goodbye = false;  // its goodbye came (perhaps behind messages not taken yet)
+    bool saw_goodbye = false;   // it says this rank's goodbye came
   };
 
   // ---- buffers and sending --------------------------------------------------------
@@ -182,7 +196,8 @@ class engine {
   // provider, in order).
   inline void send(int peer, std::uint32_t index, std::size_t length);
   inline bool post_one_send(int peer, std::uint32_t index, std::size_t length);
-  inline void send_control(int peer, header h, std::string_view text = {});
+  // A message taken on arrival; returns its send buffer.
+  inline std::uint32_t send_control(int peer, header h, std::string_view text = {});
   // An ordered message (its header's seq is set as it leaves).
   inline void send_in_order(int peer, std::uint32_t index, std::size_t length, std::uint64_t id);
   inline void send_queued(int peer);
@@ -247,13 +262,7 @@ class engine {
   bool ep_open_ = true;
   buffer_pool receives_, sends_;
   std::vector<peer_state> peers_;
-  struct queued_send {
-    int peer;
-    std::uint32_t index;
-    std::size_t length;
-  };
   std::vector<fi_cq_tagged_entry> batch_;  // progress()'s completions, reused
-  std::deque<queued_send> backlog_;  // sends the provider had no room for yet, in order
   int sends_in_flight_ = 0;
   std::vector<std::uint32_t> unposted_receives_;
   std::map<std::uint64_t, std::uint32_t> announced_;  // an announced send's id: its slot
@@ -263,6 +272,7 @@ class engine {
   std::atomic<bool> abort_to_tell_{false};
   bool told_abort_ = false;
   bool told_first_ = false;
+  bool leaving_ = false;  // saying goodbye: every send is counted until it is out
   clock::time_point last_watch_{};
 };
 

@@ -48,6 +48,7 @@ engine::engine(int rank, int size, info_ptr provider, engine_limits limits)
       peers_(std::size_t(size)) {
   limits_.read_bytes = std::min(limits_.read_bytes, ep_->max_message());
   limits_.slice_bytes = std::min(limits_.slice_bytes, limits_.read_bytes);
+  limits_.reads_in_flight = std::max<std::size_t>(limits_.reads_in_flight, 1);
   wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   receives_.each = sends_.each = header_size + limits_.eager_bytes;
   if (size > 1) {
@@ -66,18 +67,19 @@ engine::~engine() {
 }
 
 void engine::connect(const std::vector<std::string>& addresses, const std::vector<peer_place>& places,
-                     const std::string& this_host) {
+                     const std::string& this_place) {
   const auto handles = ep_->insert(addresses);
   for (const auto& a : addresses) group_ += a;
   ranks_here_ = int(std::count_if(places.begin(), places.end(),
-                                  [&](const peer_place& at) { return at.host == this_host && at.pid == ::getpid(); }));
+                                  [&](const peer_place& at) { return at.host == this_place && at.pid == ::getpid(); }));
   const auto now = clock::now();
   for (std::size_t r = 0; r < peers_.size(); ++r) {
     peer_state& p = peers_[r];
     p.addr = handles[r];
+    p.in.slices.resize(limits_.reads_in_flight);
     p.heard = p.probed = now;
     const peer_place& at = places[r];
-    if (int(r) != rank() && at.host == this_host && at.pid > 0 && at.pid != ::getpid())
+    if (int(r) != rank() && at.host == this_place && at.pid > 0 && at.pid != ::getpid())
       p.pidfd = int(::syscall(SYS_pidfd_open, pid_t(at.pid), 0));  // -1 where the kernel has none: probes serve
   }
   for (std::uint32_t i = 0; i < receives_.at.size(); ++i) post_receive(i);
@@ -131,7 +133,8 @@ std::uint32_t engine::take_send_buffer() {
 }
 
 void engine::send(int peer, std::uint32_t index, std::size_t length) {
-  if (!backlog_.empty() || !post_one_send(peer, index, length)) backlog_.push_back({peer, index, length});
+  auto& waiting_for_room = peers_[std::size_t(peer)].backlog;
+  if (!waiting_for_room.empty() || !post_one_send(peer, index, length)) waiting_for_room.push_back({index, length});
 }
 
 bool engine::post_one_send(int peer, std::uint32_t index, std::size_t length) {
@@ -141,8 +144,17 @@ bool engine::post_one_send(int peer, std::uint32_t index, std::size_t length) {
   }
   context& c = sends_.contexts[index];
   c.peer = peer;
-  const ssize_t rc = fi_tsend(ep_->ep(), sends_.at[index], length, sends_.desc[index], peers_[std::size_t(peer)].addr,
-                              std::uint64_t(rank()), &c.fi);
+  const fi_addr_t to = peers_[std::size_t(peer)].addr;
+  // A message the provider takes in at once costs no completion. A probe needs its own,
+  // and so does a rank that leaves: it waits for its last messages to be out.
+  if (length <= ep_->inject_bytes() && peers_[std::size_t(peer)].probe != index && !leaving_) {
+    const ssize_t rc = fi_tinject(ep_->ep(), sends_.at[index], length, to, std::uint64_t(rank()));
+    if (rc == -FI_EAGAIN) return false;
+    sends_.free.push_back(index);
+    if (rc != 0) lost(peer, "lost rank " + std::to_string(peer) + ": a send to it failed (" + fi_strerror(int(-rc)) + ")");
+    return true;
+  }
+  const ssize_t rc = fi_tsend(ep_->ep(), sends_.at[index], length, sends_.desc[index], to, std::uint64_t(rank()), &c.fi);
   if (rc == -FI_EAGAIN) return false;
   if (rc != 0) {
     sends_.free.push_back(index);
@@ -153,12 +165,13 @@ bool engine::post_one_send(int peer, std::uint32_t index, std::size_t length) {
   return true;
 }
 
-void engine::send_control(int peer, header h, std::string_view text) {
+std::uint32_t engine::send_control(int peer, header h, std::string_view text) {
   const std::uint32_t i = take_send_buffer();
   text = text.substr(0, limits_.eager_bytes);
   write_header(sends_.at[i], h);
   if (!text.empty()) std::memcpy(sends_.at[i] + header_size, text.data(), text.size());
   send(peer, i, header_size + text.size());
+  return i;
 }
 
 void engine::post_receive(std::uint32_t index) {
@@ -273,8 +286,13 @@ bool engine::progress() {
     for (const auto& e : batch_)
       if (ep_open_ && is_news(e) == news) completed(e);
   if (!ep_open_) return true;
-  while (!backlog_.empty() && post_one_send(backlog_.front().peer, backlog_.front().index, backlog_.front().length))
-    backlog_.pop_front();
+  // Per peer: a provider can refuse sends to one peer for good (rxm reconnecting to a
+  // rank that left), which must hold up no other.
+  for (int p = 0; p < size(); ++p) {
+    auto& waiting_for_room = peers_[std::size_t(p)].backlog;
+    while (!waiting_for_room.empty() && post_one_send(p, waiting_for_room.front().index, waiting_for_room.front().length))
+      waiting_for_room.pop_front();
+  }
   for (auto pending = std::exchange(unposted_receives_, {}); std::uint32_t i : pending) post_receive(i);
   for (int p = 0; p < size(); ++p)
     if (peers_[std::size_t(p)].in.active) read_more(p);
@@ -298,6 +316,7 @@ void engine::completed(const fi_cq_tagged_entry& e) {
     case work::send:
       --sends_in_flight_;
       sends_.free.push_back(c->index);
+      if (c->peer >= 0 && peers_[std::size_t(c->peer)].probe == c->index) peers_[std::size_t(c->peer)].probe = no_probe;
       break;
     case work::read:
       slice_read(c->peer, c->index);
@@ -325,8 +344,12 @@ void engine::failed(const fi_cq_err_entry& e) {
       reading& r = peers_[std::size_t(c->peer)].in;
       r.slices[c->index].busy = false;
       --r.in_flight;
-      if (means_gone(e.err)) lost(c->peer, "lost rank " + std::to_string(c->peer) + ": reading its message failed (" + why + ")");
-      else match_.break_link(c->peer, "reading rank " + std::to_string(c->peer) + "'s message failed (" + why + ")");
+      // tcp;ofi_rxm cancels the reads of a connection that went down, the socket's
+      // errno in prov_errno (a revoked key reads as cancelled too, with ENOENT).
+      if (means_gone(e.err) || (e.err == FI_ECANCELED && means_gone(e.prov_errno)))
+        lost(c->peer, "lost rank " + std::to_string(c->peer) + ": reading its message failed (" + why + ")");
+      else
+        match_.break_link(c->peer, "reading rank " + std::to_string(c->peer) + "'s message failed (" + why + ")");
       r.abandoned = true;
       if (r.in_flight == 0) finish_reading(c->peer, outcome::dropped);
       break;
@@ -344,11 +367,19 @@ void engine::arrived(int peer, std::span<const std::byte> message) {
   const header h = read_header(message.data());
   if (!is_ordered(h.what)) return take_news(peer, h, message.subspan(header_size));
   if (!open(peer)) return;  // nothing more is taken from a link that is down
+  if (h.what == kind::goodbye) {
+    // Whatever its process does now is no loss; it waits for word that this came.
+    p.said_goodbye = true;
+    header seen;
+    seen.what = kind::goodbye_seen;
+    send_control(peer, seen);
+  }
   if (h.seq == p.next_seq && p.waiting.empty() && !p.in.active && take(peer, h, message.subspan(header_size))) {
     ++p.next_seq;
     return;
   }
-  // Out of order, or held: kept, in order, until its turn.
+  // Out of order, or held: kept, in order, until its turn. A goodbye among them means
+  // the peer's end is no loss, whatever its process does meanwhile.
   auto at = p.waiting.end();
   while (at != p.waiting.begin() && std::prev(at)->seq > h.seq) --at;
   p.waiting.insert(at, {h.seq, std::vector<std::byte>(message.begin(), message.end())});
@@ -395,11 +426,21 @@ void engine::take_news(int peer, const header& h, std::span<const std::byte> pay
     case kind::withdraw: {
       // Its memory is no longer to be read: the message is dropped, this link is out of
       // step, and the sender learns (`done`) once no read of it is under way here.
-      match_.break_link(peer, "the link with rank " + std::to_string(peer) +
-                                  " is out of step: it gave up a message halfway after an earlier failure; "
-                                  "build a new communicator");
+      // Given up after a failure, which it names: that failure comes first, and the peer
+      // counts as lost (as over shm, and as it will be once it leaves).
+      const bool after_failure = h.bytes < std::uint64_t(size());
+      if (after_failure)
+        match_.hear(peer, {int(h.bytes), h.flag != 0, std::string(reinterpret_cast<const char*>(payload.data()), payload.size())});
       reading& r = peers_[std::size_t(peer)].in;
-      if (!r.active || r.from.id != h.id) return answer(peer, h.id, outcome::dropped);
+      const bool reading_it = r.active && r.from.id == h.id;
+      if (!reading_it) answer(peer, h.id, outcome::dropped);  // while the link is open
+      if (after_failure)
+        lost(peer, "rank " + std::to_string(peer) + " gave up halfway through a message to this rank after a failure");
+      else
+        match_.break_link(peer, "the link with rank " + std::to_string(peer) +
+                                    " is out of step: it gave up a message halfway after an earlier failure; "
+                                    "build a new communicator");
+      if (!reading_it) return;
       r.abandoned = true;
       if (r.in_flight == 0) finish_reading(peer, outcome::dropped);
       return;
@@ -411,6 +452,9 @@ void engine::take_news(int peer, const header& h, std::span<const std::byte> pay
                          std::string(reinterpret_cast<const char*>(payload.data()), payload.size())});
       return tell_first_failure();
     case kind::probe:
+      return;
+    case kind::goodbye_seen:
+      peers_[std::size_t(peer)].saw_goodbye = true;
       return;
     default:
       return match_.break_link(peer, "rank " + std::to_string(peer) + " sent a malformed message");
@@ -436,8 +480,8 @@ void engine::start_reading(int peer, const header& h, std::span<const std::byte>
   }
   try {
     if (r.fused && !r.bounce) {
-      r.bounce = std::make_unique<std::byte[]>(2 * limits_.slice_bytes);
-      r.bounce_reg = registration(*ep_, r.bounce.get(), 2 * limits_.slice_bytes, FI_READ,
+      r.bounce = std::make_unique<std::byte[]>(r.slices.size() * limits_.slice_bytes);
+      r.bounce_reg = registration(*ep_, r.bounce.get(), r.slices.size() * limits_.slice_bytes, FI_READ,
                                   (ep_->mr_mode() & FI_MR_PROV_KEY) ? 0 : next_requested_key());
     }
     if (!r.fused) r.into = cache_->acquire(match_.at(r.slot).in.data(), h.bytes);
@@ -571,20 +615,29 @@ void engine::cancel(std::uint32_t& slot) noexcept {
     announced_.erase(o.wire.id);
     cache_->give_back(o.wire.lease);
   } else if (o.type == op_type::send && o.state == op_state::moving && announced_.erase(o.wire.id) != 0) {
-    // The peer may be reading it: its memory stops being readable now.
-    cache_->revoke(o.wire.lease);
+    // The peer may be reading it: its memory stops being readable now, just after the
+    // withdrawal goes (so that a read that fails comes after the reason).
     --peers_[std::size_t(peer)].announcing;
     const std::uint64_t id = o.wire.id;
     if (ep_open_ && open(peer)) {
       header w;
       w.what = kind::withdraw;
       w.id = id;
+      w.bytes = std::uint64_t(size());  // no failure to name
       try {
-        send_control(peer, w);
+        // Why, so that the reader names the failure rather than this rank.
+        std::string why;
+        if (const auto f = match_.reason_to_leave()) {
+          w.bytes = std::uint64_t(f->rank);
+          w.flag = f->gone ? 1 : 0;
+          why = f->why;
+        }
+        send_control(peer, w, why);
         withdrawn_.insert(id);
       } catch (...) {  // no memory for a send buffer: the peer's read fails instead
       }
     }
+    cache_->revoke(o.wire.lease);
     match_.break_link(peer, "the link with rank " + std::to_string(peer) +
                                 " is out of step: a message to it was cancelled halfway after an earlier failure; "
                                 "build a new communicator");
@@ -642,7 +695,8 @@ bool engine::wait_for_activity(deadline until) {
   if (cq && ep_->wait_fd() >= 0 && fi_trywait(ep_->fabric(), &cq, 1) == FI_SUCCESS) {
     std::vector<pollfd> fds{{ep_->wait_fd(), POLLIN, 0}, {wake_fd_, POLLIN, 0}};
     for (int p = 0; p < size(); ++p)
-      if (peers_[std::size_t(p)].pidfd >= 0 && open(p)) fds.push_back({peers_[std::size_t(p)].pidfd, POLLIN, 0});
+      if (peers_[std::size_t(p)].pidfd >= 0 && open(p) && !peers_[std::size_t(p)].said_goodbye)
+        fds.push_back({peers_[std::size_t(p)].pidfd, POLLIN, 0});
     const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(wake - clock::now());
     timespec ts{time_t(std::max<long long>(left.count(), 0) / 1'000'000'000), long(std::max<long long>(left.count(), 0) % 1'000'000'000)};
     ::ppoll(fds.data(), fds.size(), &ts, nullptr);
@@ -663,7 +717,7 @@ void engine::watch_peers() {
   last_watch_ = now;
   for (int r = 0; r < size(); ++r) {
     peer_state& p = peers_[std::size_t(r)];
-    if (r == rank() || !open(r) || !ep_open_) continue;
+    if (r == rank() || !open(r) || !ep_open_ || p.said_goodbye) continue;
     if (p.pidfd >= 0) {
       pollfd x{p.pidfd, POLLIN, 0};
       if (::poll(&x, 1, 0) <= 0) continue;
@@ -671,11 +725,18 @@ void engine::watch_peers() {
       for (const auto until = clock::now() + std::chrono::milliseconds(20); open(r) && clock::now() < until;) progress();
       if (open(r))
         lost(r, "lost rank " + std::to_string(r) + ": its process ended without saying goodbye (did it exit or crash?)");
-    } else if (now - p.heard > limits_.probe_after && now - p.probed > limits_.probe_after) {
+    } else if (p.probe != no_probe && now - p.probed > limits_.probe_limit) {
+      // A peer alive takes a message into its host's buffers whether or not its
+      // program is busy; a provider can keep one for a vanished peer pending for good.
+      lost(r, "lost rank " + std::to_string(r) + ": a message to it was not delivered within " +
+                  std::to_string(limits_.probe_limit.count()) + " ms (did it exit or crash, or its host go down?)");
+    } else if (p.probe == no_probe && now - p.heard > limits_.probe_after && now - p.probed > limits_.probe_after) {
       p.probed = now;
       header probe;
       probe.what = kind::probe;
-      send_control(r, probe);
+      p.probe = take_send_buffer();  // before it goes: a probe is never injected
+      write_header(sends_.at[p.probe], probe);
+      send(r, p.probe, header_size);
     }
   }
 }
@@ -740,6 +801,7 @@ void engine::shut_endpoint(const std::string& why) {
 void engine::say_goodbye() noexcept {
   try {
     if (!ep_open_ || size() == 1) return;
+    leaving_ = true;
     if (match_.aborted_by() >= 0) {
       abort_to_tell_ = false;
       tell_abort();
@@ -755,9 +817,21 @@ void engine::say_goodbye() noexcept {
         write_header(sends_.at[i], g);
         send_in_order(p, i, header_size, 0);
       }
-    // With manual progress the sends leave only while this rank reads its queue.
+    // With manual progress the sends leave only while this rank reads its queue. It
+    // waits (a little) for each peer to say the goodbye came: the provider's sockets
+    // may close with a reset, and a reset loses what its peer had not read yet.
+    auto unanswered = [&] {
+      for (int p = 0; p < size(); ++p)
+        if (p != rank() && open(p) && !peers_[std::size_t(p)].saw_goodbye) return true;
+      return false;
+    };
     const auto until = clock::now() + (match_.aborted() ? std::chrono::milliseconds(200) : std::chrono::milliseconds(2000));
-    while ((sends_in_flight_ > 0 || !backlog_.empty()) && ep_open_ && clock::now() < until)
+    auto waiting_for_room = [&] {
+      for (int p = 0; p < size(); ++p)
+        if (open(p) && !peers_[std::size_t(p)].backlog.empty()) return true;
+      return false;
+    };
+    while ((sends_in_flight_ > 0 || waiting_for_room() || unanswered()) && ep_open_ && clock::now() < until)
       if (!progress()) std::this_thread::yield();
   } catch (...) {
     // Leaving anyway; the peers find this rank gone.

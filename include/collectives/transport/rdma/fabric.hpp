@@ -201,6 +201,7 @@ class endpoint {
   std::string domain_name() const { return info_->domain_attr->name ? info_->domain_attr->name : "?"; }
   std::uint64_t mr_mode() const { return std::uint64_t(info_->domain_attr->mr_mode); }
   std::size_t max_message() const { return info_->ep_attr->max_msg_size; }
+  std::size_t inject_bytes() const { return info_->tx_attr->inject_size; }
 
   fid_domain* domain() const { return domain_.get(); }
   fid_ep* ep() const { return ep_.get(); }

@@ -27,6 +27,7 @@ enum class kind : std::uint8_t {
   abort,      // the group is aborted, first by rank `bytes`
   failure,    // the first failure the sender knows: rank `bytes`, gone if `flag`, text after the header
   probe,      // nothing: a send that fails if the receiver is gone
+  goodbye_seen,  // the sender's goodbye came: it may close now
 };
 
 inline bool is_ordered(kind k) { return k == kind::eager || k == kind::announce || k == kind::goodbye; }
