@@ -242,7 +242,7 @@ TEST_CASE("choices: one of the table's words, spelt exactly") {
                                   ? std::string("'") + malformed + "'"
                                   : std::string(malformed);
     const std::string expected =
-        std::string(name) + "=" + shown + " is not a choice (expected auto, shm or tcp)";
+        std::string(name) + "=" + shown + " is not a choice (expected auto, shm, tcp or rdma)";
     CHECK(refusal([&] { return settings::choice(name); }) == expected);
     CHECK(refusal([] { return coll::selected_transport(); }) == expected);
   }

@@ -21,7 +21,8 @@
 //   failed at T code=CODE what=WHAT       a survivor caught the failure; it leaves at once
 //   WRONG ... / FAILED ...                a wrong result (exit 4) or anything else (exit 5)
 // The per-call timeout is COLLECTIVES_TIMEOUT (3 s unless set); the loop gives up after
-// 400 steps. The transport is automatic_transport: collectives-run --transport picks.
+// 400 steps. The transport is automatic_transport: collectives-run --transport picks
+// (rdma too in the build with FAULT_WORKER_WITH_RDMA, culprit_worker_rdma).
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -32,6 +33,9 @@
 
 #include <collectives/collectives.hpp>
 #include <collectives/transport/automatic.hpp>
+#ifdef FAULT_WORKER_WITH_RDMA
+#include <collectives/transport/rdma.hpp>  // offers rdma to automatic_transport
+#endif
 
 #include "worker_lines.hpp"
 

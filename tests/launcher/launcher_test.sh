@@ -256,7 +256,7 @@ test_transport_option() {
   expect_lines "$out" "[0] unset"
   run --transport udp true
   expect_status 2
-  expect_match "$err" "^collectives-run: --transport wants auto, shm or tcp, not 'udp'"
+  expect_match "$err" "^collectives-run: --transport wants auto, shm, tcp or rdma, not 'udp'"
   expect_empty "$out"
   run --transport '' true
   expect_status 2

@@ -1,7 +1,9 @@
 // One rank of a multi-host test job (tests/netns/run.sh starts one per network
 // namespace under collectives-run): runs the collectives over the TCP transport and
 // checks every result exactly against a serial reference that each rank computes on
-// its own from the same deterministic inputs.
+// its own from the same deterministic inputs. Built as netns_worker_rdma (with
+// NETNS_WORKER_OVER_RDMA), it runs over automatic_transport with rdma plugged in, so
+// that COLLECTIVES_TRANSPORT=rdma moves the same checks onto libfabric.
 //
 //   netns_worker [--max-elements N] [--all-ops-max N] [--loop]
 //
@@ -37,10 +39,20 @@
 #include <vector>
 
 #include <collectives/collectives.hpp>
+#ifdef NETNS_WORKER_OVER_RDMA
+#include <collectives/transport/automatic.hpp>
+#include <collectives/transport/rdma.hpp>  // offers rdma to automatic_transport
+#else
 #include <collectives/transport/tcp.hpp>
+#endif
 
 namespace coll = collectives;
+#ifdef NETNS_WORKER_OVER_RDMA
+// netns_worker_rdma: COLLECTIVES_TRANSPORT (rdma in run.sh's rdma cases) picks.
+using comm_t = coll::communicator<coll::automatic_transport>;
+#else
 using comm_t = coll::communicator<coll::tcp>;
+#endif
 using clock_type = std::chrono::steady_clock;
 
 namespace {

@@ -19,6 +19,12 @@
 #   two_per_host   2 hosts of 2 ranks each: the hierarchical all_reduce and groups by
 #                  host (split_by_host) across real hosts
 #
+# Not run by default, as they need NETNS_WORKER built with rdma (netns_worker_rdma):
+#   rdma_plain     as plain (3 hosts), over the rdma transport on libfabric's tcp
+#                  provider (COLLECTIVES_TRANSPORT=rdma, COLLECTIVES_FABRIC_PROVIDER=tcp)
+#   rdma_rank_killed  as rank_killed, over rdma: another host's death is seen by
+#                  probes (or a failed transfer), not a pidfd; survivors report peer lost
+#
 # Not run by default (a measurement, for bench/hierarchical):
 #   hierarchical_speed  2 hosts of 2 ranks, the switch's ports limited to
 #                  NETNS_RATE_MBIT (default 1000) Mbit/s: 64 MiB all_reduce with ring,
@@ -43,7 +49,7 @@ worker=$(realpath "$2")
 hub=$(realpath "$3")
 shift 3
 all_cases=(plain delay_loss_2 delay_loss_5 ipv6 rank_killed link_down two_per_host)
-extra_cases=(hierarchical_speed)
+extra_cases=(rdma_plain rdma_rank_killed hierarchical_speed)
 cases=("$@")
 ((${#cases[@]})) || cases=("${all_cases[@]}")
 for c in "${cases[@]}"; do
@@ -57,7 +63,7 @@ done
 # The job must come from the launcher alone, not from whatever started this script.
 unset MASTER_ADDR MASTER_PORT RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE GROUP_RANK COLLECTIVES_JOB_TOKEN \
   COLLECTIVES_STORE_DIR COLLECTIVES_SOCKET_IFNAME COLLECTIVES_CHECK_CALLS COLLECTIVES_DEBUG COLLECTIVES_TIMEOUT \
-  COLLECTIVES_STARTUP_TIMEOUT
+  COLLECTIVES_STARTUP_TIMEOUT COLLECTIVES_TRANSPORT COLLECTIVES_FABRIC_PROVIDER FI_PROVIDER FI_TCP_IFACE
 for v in $(compgen -e | grep -E '^(OMPI_COMM_WORLD_|PMI_|PMIX_|SLURM_)'); do unset "$v"; done
 
 port=29500  # free in any namespace: these are new
@@ -193,17 +199,23 @@ stop_hub() {
 # Starts one launcher per host, `collectives-run --nnodes N --node-rank K ... -n
 # $ranks_per_host WORKER ARGS` under `timeout LIMIT`, with a fresh job token and
 # COLLECTIVES_TIMEOUT=$call_deadline. Output goes to $work/rankK.log (host K's ranks);
-# sets launcher_pids[].
+# sets launcher_pids[]. With own_hosts=1 each host also gets a name (${prefix}-hK) and
+# process ids of its own (UTS and pid namespaces): network namespaces share the
+# machine's otherwise, and rdma, which watches a peer's process where its pids mean
+# the same, would not probe them as it probes other hosts.
 ranks_per_host=1
+own_hosts=0
 start_job() {
   local master=$1 limit=$2 k
   shift 2
   local token
   token=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
   launcher_pids=()
+  local named=()
   for ((k = 0; k < ${#hosts[@]}; k++)); do
+    ((own_hosts)) && named=(unshare --uts --pid --fork -- sh -c 'hostname "$0" && exec "$@"' "${prefix}-h$k")
     COLLECTIVES_JOB_TOKEN=$token COLLECTIVES_DEBUG=INFO COLLECTIVES_TIMEOUT=$call_deadline \
-      timeout -k 5 "$limit" ip netns exec "${hosts[$k]}" \
+      timeout -k 5 "$limit" ip netns exec "${hosts[$k]}" "${named[@]}" \
       "$launcher" --nnodes "${#hosts[@]}" --node-rank "$k" --master-addr "$master" --master-port "$port" \
       -n "$ranks_per_host" "$worker" "$@" >"$work/rank$k.log" 2>&1 &
     launcher_pids+=($!)
@@ -381,7 +393,7 @@ failure_case() {
   elapsed=$(seconds_since "$acted")
   awk -v e="$elapsed" -v b="$bound" 'BEGIN { exit !(e < b) }' ||
     fail "the job took $elapsed s to end after the fault, expected < $bound s"
-  check_addresses 4
+  if [[ ${COLLECTIVES_TRANSPORT:-} == rdma ]]; then check_rdma_ranks; else check_addresses 4; fi
 }
 
 # How each rank failed: "rank: error" for ranks 0.. that caught collectives::error.
@@ -404,6 +416,14 @@ case_rank_killed() {
   pass "rank 2 killed (SIGKILL); the job ended ${elapsed} s later; errors: $(errors_of)"
 }
 kill_victim() { kill -KILL "$victim_pid"; }
+# Where host 2 has pids of its own, the pid it printed means nothing here: its worker
+# is found among the processes of its network namespace.
+kill_worker_of_host_2() {
+  local p
+  for p in $(ip netns pids "${hosts[2]}"); do
+    [[ $(cat "/proc/$p/comm" 2>/dev/null) == "$(basename "$worker" | cut -c1-15)" ]] && kill -KILL "$p"
+  done
+}
 
 case_link_down() {
   failure_case 15 take_port_down
@@ -415,6 +435,54 @@ case_link_down() {
   pass "host 2's switch port down; the job ended ${elapsed} s later (deadline 5 s); errors: $(errors_of)"
 }
 take_port_down() { ip -n "$switch" link set p2 down || fail "ip link set p2 down"; }
+
+# The rdma cases: netns_worker_rdma over libfabric's tcp provider. Each rank says
+# (COLLECTIVES_DEBUG=INFO) which provider and domain it uses: tcp, on eth0, since the
+# job spans hosts and loopback won't do.
+check_rdma_ranks() {
+  local k line
+  for ((k = 0; k < ${#hosts[@]}; k++)); do
+    line=$(grep -m 1 "collectives INFO: rdma rank $k of ${#hosts[@]} over" "$work/rank$k.log") ||
+      fail "rank $k printed no 'rdma rank $k of ${#hosts[@]} over ...' line (is the worker netns_worker_rdma?)"
+    [[ $line == *"provider tcp"* ]] || fail "rank $k did not use libfabric's tcp provider: $line"
+    [[ $line == *"domain eth0"* ]] || fail "rank $k did not use eth0: $line"
+    if [[ $k == 0 ]]; then first_info=${line#*collectives INFO: }; first_info=${first_info%%; messages*}; fi
+  done
+}
+
+case_rdma_plain() {
+  local -x COLLECTIVES_TRANSPORT=rdma COLLECTIVES_FABRIC_PROVIDER=tcp
+  local own_hosts=1
+  make_hosts 3
+  start_job 10.201.0.1 150 --max-elements 1048576
+  wait_job
+  local k
+  for ((k = 0; k < ${#hosts[@]}; k++)); do
+    ((statuses[k] == 124 || statuses[k] == 137)) && fail "host $k's launcher ran past 150 s (status ${statuses[k]})"
+    ((statuses[k] == 0)) || fail "host $k's launcher exited with status ${statuses[k]}"
+    grep -q "^\[$k\] ok: rank $k of ${#hosts[@]}: " "$work/rank$k.log" || fail "rank $k did not report its results exact"
+  done
+  check_rdma_ranks
+  result=$(grep -o 'ok: rank 0 .*' "$work/rank0.log" | sed 's/^ok: rank 0 of [0-9]*: //')
+  pass "3 hosts over rdma, rank 0: $result; $first_info"
+}
+
+# As rank_killed, over rdma: each survivor's error is peer lost and names rank 2 first.
+case_rdma_rank_killed() {
+  local -x COLLECTIVES_TRANSPORT=rdma COLLECTIVES_FABRIC_PROVIDER=tcp
+  local own_hosts=1
+  failure_case 12 kill_worker_of_host_2
+  ((statuses[2] == 137)) || fail "host 2's launcher exited with ${statuses[2]}, expected 137 (its rank was killed)"
+  local k line what
+  for k in 0 1; do
+    ((statuses[k] == 3)) || fail "host $k's launcher exited with ${statuses[k]}, expected 3 (its rank caught collectives::error)"
+    line=$(grep -m 1 "^\[$k\] collectives error (rank $k, " "$work/rank$k.log")
+    [[ $line == *"(rank $k, peer lost): "* ]] || fail "rank $k's error is not peer lost: $line"
+    what=${line#*): rank $k: }
+    [[ $what =~ rank\ ([0-9]+) && ${BASH_REMATCH[1]} == 2 ]] || fail "rank $k's error does not name rank 2 first: $line"
+  done
+  pass "rank 2 killed (SIGKILL); the job ended ${elapsed} s later; errors: $(errors_of)"
+}
 
 probe
 echo "netns: cases ${cases[*]}; namespaces ${prefix}-*; logs in $work"
