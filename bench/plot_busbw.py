@@ -1,7 +1,8 @@
 """Draws bench/compare's summary.json as bus bandwidth against message size.
 
 One panel per (collective, transport); a line per program and rank count (ours solid,
-Open MPI dotted, a colour per rank count), shaded between the rounds' lowest and
+Open MPI dotted, ours over rdma dash-dotted, Open MPI over mtl ofi dashed, where the
+summary has them; a colour per rank count), shaded between the rounds' lowest and
 highest figures; the transport's limit as a dashed line
 (iperf3 on tcp panels, memcpy on shm panels). bench/compare runs this with Debian's
 /usr/bin/python3, which has python3-matplotlib.
@@ -21,7 +22,8 @@ from matplotlib.ticker import FuncFormatter, LogLocator
 from PIL import Image  # python3-pil, which python3-matplotlib depends on
 
 LIMITS = {"tcp": ("iperf3_GBps", "iperf3 loopback, 1 stream"), "shm": ("memcpy_GBps", "memcpy")}
-PROGRAMS = {"collectives": ("ours", "-", "o"), "openmpi": ("Open MPI", ":", "s")}
+PROGRAMS = {"collectives": ("ours", "-", "o"), "openmpi": ("Open MPI", ":", "s"),
+            "collectives_rdma": ("ours rdma", "-.", "^"), "openmpi_ofi": ("Open MPI ofi", "--", "v")}
 MPI_BTL = {"tcp": "btl self,tcp", "shm": "btl self,vader"}
 
 
@@ -40,6 +42,8 @@ def panel(ax, collective, transport, rows, limits):
         sizes = [r["bytes"] for r in mine]
         colour = colours[i % len(colours)]
         for program, (name, style, marker) in PROGRAMS.items():
+            if not all(program in r for r in mine):  # rdma and ofi: only where measured
+                continue
             ax.plot(sizes, [r[program]["busbw_GBps"] for r in mine], linestyle=style, marker=marker,
                     markersize=3, color=colour, label=f"{name}, {p} ranks")
             if "busbw_range" in mine[0][program]:  # the rounds' spread: how far to trust a median
@@ -52,7 +56,9 @@ def panel(ax, collective, transport, rows, limits):
     ax.set_yscale("log")
     ax.xaxis.set_major_locator(LogLocator(base=4))
     ax.xaxis.set_major_formatter(FuncFormatter(size_label))
-    ax.set_title(f"{collective}: ours over {transport}, Open MPI {MPI_BTL[transport]}", fontsize=9)
+    extras = [PROGRAMS[p][0] for p in ("collectives_rdma", "openmpi_ofi") if any(p in r for r in rows)]
+    ax.set_title(f"{collective}: ours over {transport}, Open MPI {MPI_BTL[transport]}"
+                 + (f" (+ {', '.join(extras)})" if extras else ""), fontsize=9)
     ax.set_xlabel("message size (bytes)", fontsize=8)
     ax.set_ylabel("busbw (GB/s)", fontsize=8)
     ax.tick_params(labelsize=7)

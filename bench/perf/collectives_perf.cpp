@@ -3,6 +3,8 @@
 // name the collective (or name it as the first argument: collectives_perf all_reduce).
 //
 //   collectives-run -n 4 --transport shm build/bench/all_reduce_perf -b 8 -e 64M -f 2
+//   COLLECTIVES_FABRIC_PROVIDER=tcp collectives-run -n 4 --transport rdma build/bench/all_reduce_perf ...
+//     (rdma: built where CMake found libfabric; the provider tcp or shm on one host)
 //
 // Run without a launcher, it is a job of one rank. bench/mpi_perf.cpp is its Open MPI
 // twin: same flags, columns, JSON lines and checks (bench/perf/harness.hpp).
@@ -19,8 +21,9 @@ int main(int argc, char** argv) {
   const command_line line = read_command_line(argc, argv, "_perf");
   if (line.finished) return *line.finished;
   const options& o = line.opts;
-  if (o.transport == "tcp" && !started_by_launcher())
-    return refuse(line.name, "--transport tcp needs a launcher: collectives-run -n 1 --transport tcp " + line.name + " ...");
+  if ((o.transport == "tcp" || o.transport == "rdma") && !started_by_launcher())
+    return refuse(line.name, "--transport " + o.transport + " needs a launcher: collectives-run -n 1 --transport " +
+                                 o.transport + " " + line.name + " ...");
 
   try {
     std::string how_joined;

@@ -34,12 +34,20 @@ struct options {
 // Who parses: the two programs differ in --algo and --transport only.
 enum class program { collectives, openmpi };
 
+// Whether this library's program was built with the rdma transport (libfabric found:
+// bench/CMakeLists.txt defines COLLECTIVES_PERF_WITH_RDMA and links collectives::rdma).
+#if defined(COLLECTIVES_PERF_WITH_RDMA)
+inline constexpr bool built_with_rdma = true;
+#else
+inline constexpr bool built_with_rdma = false;
+#endif
+
 // `algorithms`: what --algo takes in this library's programs (library_calls.hpp lists them).
 inline void print_usage(std::FILE* to, program who, const std::string& algorithms = {}) {
   if (who == program::collectives)
     std::fputs("usage: <collective>_perf [flags]               e.g. all_reduce_perf -b 8 -e 64M -f 2\n"
                "       collectives_perf <collective> [flags]   (the <collective>_perf programs are links to it)\n"
-               "  run: collectives-run -n 4 [--transport shm|tcp] all_reduce_perf -b 8 -e 64M -f 2\n"
+               "  run: collectives-run -n 4 [--transport shm|tcp|rdma] all_reduce_perf -b 8 -e 64M -f 2\n"
                "       (without a launcher it runs as one rank)\n",
                to);
   else
@@ -61,8 +69,13 @@ inline void print_usage(std::FILE* to, program who, const std::string& algorithm
       to);
   if (who == program::collectives) {
     std::fprintf(to, "      --algo A           %s; default auto\n", algorithms.c_str());
-    std::fputs("      --transport T      shm tcp auto: sets COLLECTIVES_TRANSPORT for this program\n"
-               "                         (collectives-run --transport does the same for the whole job)\n",
+    std::fputs(built_with_rdma
+                   ? "      --transport T      shm tcp rdma auto: sets COLLECTIVES_TRANSPORT for this program\n"
+                     "                         (collectives-run --transport does the same for the whole job);\n"
+                     "                         rdma's libfabric provider: COLLECTIVES_FABRIC_PROVIDER=tcp|shm|...\n"
+                   : "      --transport T      shm tcp auto: sets COLLECTIVES_TRANSPORT for this program\n"
+                     "                         (collectives-run --transport does the same for the whole job;\n"
+                     "                         rdma: not in this build, which found no libfabric)\n",
                to);
   } else {
     std::fputs("      --algo auto        Open MPI's own choice (the only one offered)\n"
@@ -208,8 +221,11 @@ inline parse_result parse_options(int argc, char** argv, int first, program who)
     } else if (is(nullptr, "--transport")) {
       if (auto v = take()) {
         o.transport = *v;
-        if (who == program::collectives && *v != "shm" && *v != "tcp" && *v != "auto")
-          fail("--transport " + *v + ": expected shm, tcp or auto");
+        if (who == program::collectives && *v == "rdma" && !built_with_rdma)
+          fail("--transport rdma: this program was built without the rdma transport (no libfabric when CMake "
+               "configured it: install libfabric-dev and reconfigure)");
+        else if (who == program::collectives && *v != "shm" && *v != "tcp" && *v != "rdma" && *v != "auto")
+          fail("--transport " + *v + (built_with_rdma ? ": expected shm, tcp, rdma or auto" : ": expected shm, tcp or auto"));
         if (v->empty()) fail("--transport needs a name");
       }
     } else if (is(nullptr, "--json")) {

@@ -1,6 +1,7 @@
 // This library's side of the perf programs: a harness backend over
 // communicator<automatic_transport>, so collectives-run --transport (or --transport
-// here) picks shm or tcp, and --algo picks the call's Algorithm template argument.
+// here) picks shm, tcp or (built with libfabric) rdma, and --algo picks the call's
+// Algorithm template argument.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,11 @@
 
 #include <collectives/collectives.hpp>
 #include <collectives/transport/automatic.hpp>
+// Built with collectives::rdma (bench/CMakeLists.txt defines this where libfabric was
+// found): including the header plugs rdma into automatic_transport.
+#if defined(COLLECTIVES_PERF_WITH_RDMA)
+#include <collectives/transport/rdma.hpp>
+#endif
 
 #include "harness.hpp"
 #include "library_calls.hpp"
