@@ -2,7 +2,7 @@
 # .deb cpack makes, unpacked with dpkg-deb -x, whose usr/ is the prefix), checks what
 # is there, then builds and runs programs outside the project against it: through
 # find_package (with and without each component) and through pkg-config.
-# Inputs: BUILD_DIR, SOURCE (this folder), WORK_DIR, CXX, CPACK, VERSION, HAS_TCP,
+# Inputs: BUILD_DIR, SOURCE (this folder), WORK_DIR, CXX, CPACK, VERSION, HAS_TCP, HAS_RDMA,
 # HAS_CUDA, HAS_BENCH.
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
@@ -132,8 +132,8 @@ function(components name failure)
   message(STATUS "components ${name}: ${ARGN}: ${got}")
   set(out "${out}" PARENT_SCOPE)
 endfunction()
-# Nothing named: core and tcp; CUDA never looked for, even where it is.
-components(default "" -DNOT_LOOKED_FOR=CUDAToolkit)
+# Nothing named: core and tcp; CUDA never looked for, even where it is, nor libfabric.
+components(default "" -DNOT_LOOKED_FOR=CUDAToolkit,LIBFABRIC)
 if(HAS_TCP)
   expect_in("${out}" "components default" "component tcp: found 'TRUE', target YES")
 endif()
@@ -147,6 +147,12 @@ if(HAS_TCP)
   expect_in("${out}" "components default_without_boost" "component tcp: found 'FALSE', target NO"
             "no collectives::tcp: collectives::tcp needs Boost")
   components(tcp_without_boost "collectives::tcp needs Boost" -DREQUIRED_COMPONENTS=tcp -DCMAKE_DISABLE_FIND_PACKAGE_Boost=ON)
+endif()
+if(HAS_RDMA)  # rdma brings tcp's targets with its own
+  components(rdma "" -DREQUIRED_COMPONENTS=rdma -DNOT_LOOKED_FOR=CUDAToolkit)
+  expect_in("${out}" "components rdma" "component rdma: found 'TRUE', target YES" "component tcp: found 'TRUE', target YES")
+else()
+  components(rdma "this copy of collectives was built without collectives::rdma" -DREQUIRED_COMPONENTS=rdma)
 endif()
 if(HAS_CUDA)
   components(cuda "" -DREQUIRED_COMPONENTS=cuda)
