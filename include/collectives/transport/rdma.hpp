@@ -156,41 +156,7 @@ class rdma : public transport_detail::wire_transport<rdma_detail::engine> {
         throw error(errc::protocol_error, "rdma: rank " + std::to_string(r) + " published no endpoint address in the store");
     }
     wire_->connect(addresses, places, place);
-    greet_in_rank_order(until);
-  }
-
-  // greet_everyone, with only the lower rank of each pair speaking first: the higher
-  // one answers once the greeting came. Providers that connect on the first message
-  // (rxm) then see one connection request per pair, never two crossing.
-  void greet_in_rank_order(deadline until) {
-    const message_tag hello{reserved_call::rdma_hello, 0};
-    std::vector<request> pending;
-    std::vector<std::pair<int, request>> greetings;  // from the lower ranks, to answer
-    for (int p = 0; p < size(); ++p) {
-      if (p > rank()) {
-        pending.push_back(post_send(p, hello, {}));
-        pending.push_back(post_recv(p, hello, {}));
-      } else if (p < rank()) {
-        greetings.emplace_back(p, post_recv(p, hello, {}));
-      }
-    }
-    try {
-      while (!pending.empty() || !greetings.empty()) {
-        std::erase_if(pending, [&](request& r) { return test(r); });
-        std::erase_if(greetings, [&](std::pair<int, request>& g) {
-          if (!test(g.second)) return false;
-          pending.push_back(post_send(g.first, hello, {}));
-          return true;
-        });
-        if (pending.empty() && greetings.empty()) break;
-        if (clock::now() >= until || !wait_for_activity(until))
-          throw error(errc::timeout, "rank " + std::to_string(rank()) + ": start-up timed out waiting for every rank to connect");
-      }
-    } catch (...) {
-      for (auto& r : pending) cancel(r);
-      for (auto& g : greetings) cancel(g.second);
-      throw;
-    }
+    greet_everyone({reserved_call::rdma_hello, 0}, until);
   }
 
   static std::string to_hex(const std::string& bytes) {

@@ -83,29 +83,40 @@ struct shm_factory : host_messages<coll::shm> {
   };
 };
 
-// Ranks meet through a file store, which a forked rank shares as well as a thread.
+// A group whose ranks meet through a file store in a directory of their own, which a
+// forked rank shares as well as a thread; `make(rank, size, store)` joins one rank.
+template <class Transport, class Make>
+class file_store_group {
+ public:
+  file_store_group(int size, const char* what) : size_(size), dir_(std::filesystem::temp_directory_path() / fresh_name(what)) {}
+  file_store_group(const file_store_group&) = delete;
+  file_store_group& operator=(const file_store_group&) = delete;
+  ~file_store_group() {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+  }
+  Transport join(int rank) {
+    coll::bootstrap::file_store store(dir_);
+    return Make{}(rank, size_, store);
+  }
+
+ private:
+  int size_;
+  std::filesystem::path dir_;
+};
+
 struct tcp_factory : host_messages<coll::tcp> {
   static constexpr const char* name = "tcp";
-  class group {
-   public:
-    explicit group(int size) : size_(size) {}
-    group(const group&) = delete;
-    group& operator=(const group&) = delete;
-    ~group() {
-      std::error_code ignored;
-      std::filesystem::remove_all(dir_, ignored);
-    }
-    coll::tcp join(int rank) {
-      coll::bootstrap::file_store store(dir_);
+  struct make {
+    coll::tcp operator()(int rank, int size, coll::bootstrap::file_store& store) const {
       coll::tcp_options o;
       o.interface = "127.0.0.1";
       o.startup_timeout = startup_limit;
-      return coll::tcp(rank, size_, store, coll::auth::job_token("conformance-token"), o);
+      return coll::tcp(rank, size, store, coll::auth::job_token("conformance-token"), o);
     }
-
-   private:
-    int size_;
-    std::filesystem::path dir_ = std::filesystem::temp_directory_path() / fresh_name("tcp");
+  };
+  struct group : file_store_group<coll::tcp, make> {
+    explicit group(int size) : file_store_group(size, "tcp") {}
   };
 };
 

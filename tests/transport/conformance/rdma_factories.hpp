@@ -9,29 +9,19 @@
 
 namespace conformance {
 
-// Ranks meet through a file store, as tcp's do, which a forked rank shares too.
+// Ranks meet through a file store, as tcp's do.
 template <const char* Provider>
 struct rdma_factory : host_messages<coll::rdma> {
-  class group {
-   public:
-    explicit group(int size) : size_(size) {}
-    group(const group&) = delete;
-    group& operator=(const group&) = delete;
-    ~group() {
-      std::error_code ignored;
-      std::filesystem::remove_all(dir_, ignored);
-    }
-    coll::rdma join(int rank) {
-      coll::bootstrap::file_store store(dir_);
+  struct make {
+    coll::rdma operator()(int rank, int size, coll::bootstrap::file_store& store) const {
       coll::rdma_options o;
       o.provider = Provider;
       o.startup_timeout = startup_limit;
-      return coll::rdma(rank, size_, store, o, false);
+      return coll::rdma(rank, size, store, o, false);
     }
-
-   private:
-    int size_;
-    std::filesystem::path dir_ = std::filesystem::temp_directory_path() / fresh_name("rdma");
+  };
+  struct group : file_store_group<coll::rdma, make> {
+    explicit group(int size) : file_store_group<coll::rdma, make>(size, "rdma") {}
   };
 };
 

@@ -53,22 +53,35 @@ class wire_transport {
 
   // An empty message to and from every peer: when it is done, every rank has finished
   // its start-up, so nobody needs the store any more and the first call finds all ready.
+  // The lower rank of each pair speaks first and the higher answers once the greeting
+  // came, so that a provider that connects on the first message (libfabric's rxm) sees
+  // one connection request per pair, never two crossing.
   void greet_everyone(message_tag hello, deadline until) {
     std::vector<request> pending;
-    for (int p = 0; p < size(); ++p)
-      if (p != rank()) {
+    std::vector<std::pair<int, request>> greetings;  // from the lower ranks, to answer
+    for (int p = 0; p < size(); ++p) {
+      if (p > rank()) {
         pending.push_back(post_send(p, hello, {}));
         pending.push_back(post_recv(p, hello, {}));
+      } else if (p < rank()) {
+        greetings.emplace_back(p, post_recv(p, hello, {}));
       }
+    }
     try {
-      while (!pending.empty()) {
+      while (!pending.empty() || !greetings.empty()) {
         std::erase_if(pending, [&](request& r) { return test(r); });
-        if (pending.empty()) break;
+        std::erase_if(greetings, [&](std::pair<int, request>& g) {
+          if (!test(g.second)) return false;
+          pending.push_back(post_send(g.first, hello, {}));
+          return true;
+        });
+        if (pending.empty() && greetings.empty()) break;
         if (clock::now() >= until || !wait_for_activity(until))
           throw error(errc::timeout, "rank " + std::to_string(rank()) + ": start-up timed out waiting for every rank to connect");
       }
     } catch (...) {
       for (auto& r : pending) cancel(r);
+      for (auto& g : greetings) cancel(g.second);
       throw;
     }
   }
