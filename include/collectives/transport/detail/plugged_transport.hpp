@@ -5,6 +5,7 @@
 // translation units and collectives::compiled built with and without it agree.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -37,27 +38,59 @@ class plugged_transport {
   virtual void note_failure(std::string_view what) noexcept = 0;
 };
 
+// Any transport behind that interface: rdma in a program that includes it, and, in
+// the tests, inproc, faulty<inproc> and automatic_transport, so that one build of a
+// collective grid runs its ranks as threads or as processes. Its request must be one
+// slot number, as slot_request is; what a transport leaves out (its name, costs,
+// describe, note_failure) is filled in as the concept's defaults say.
 template <class T>
 class plugged final : public plugged_transport {
  public:
   explicit plugged(T t) : t_(std::move(t)) {}
-  std::string_view name() const noexcept override { return T::selection_name; }
-  std::string describe() const override { return t_.describe(); }
-  link_costs costs() const override { return T::costs; }
+  std::string_view name() const noexcept override {
+    if constexpr (requires { t_.name(); }) return t_.name();
+    else if constexpr (requires { T::selection_name; }) return T::selection_name;
+    else return "plugged";
+  }
+  std::string describe() const override {
+    if constexpr (requires { t_.describe(); }) return t_.describe();
+    else return std::string(name());
+  }
+  link_costs costs() const override { return costs_of(t_); }
   int rank() const override { return t_.rank(); }
   int size() const override { return t_.size(); }
-  request post_send(int peer, message_tag tag, std::span<const std::byte> data) override { return t_.post_send(peer, tag, data); }
-  request post_recv(int peer, message_tag tag, std::span<std::byte> into) override { return t_.post_recv(peer, tag, into); }
-  request post_recv_reduce(int peer, message_tag tag, std::size_t bytes, std::size_t granule, chunk_sink sink) override {
-    return t_.post_recv_reduce(peer, tag, bytes, granule, sink);
+  request post_send(int peer, message_tag tag, std::span<const std::byte> data) override {
+    return outer(t_.post_send(peer, tag, data));
   }
-  bool test(request& r) override { return t_.test(r); }
+  request post_recv(int peer, message_tag tag, std::span<std::byte> into) override {
+    return outer(t_.post_recv(peer, tag, into));
+  }
+  request post_recv_reduce(int peer, message_tag tag, std::size_t bytes, std::size_t granule, chunk_sink sink) override {
+    return outer(t_.post_recv_reduce(peer, tag, bytes, granule, sink));
+  }
+  bool test(request& r) override {
+    typename T::request inner{r.slot};
+    const bool done = t_.test(inner);
+    r = outer(inner);
+    return done;
+  }
   bool wait_for_activity(deadline until) override { return t_.wait_for_activity(until); }
-  void cancel(request& r) noexcept override { t_.cancel(r); }
+  void cancel(request& r) noexcept override {
+    typename T::request inner{r.slot};
+    t_.cancel(inner);
+    r = outer(inner);
+  }
   void abort() override { t_.abort(); }
-  void note_failure(std::string_view what) noexcept override { t_.note_failure(what); }
+  void note_failure(std::string_view what) noexcept override {
+    if constexpr (requires { t_.note_failure(what); }) t_.note_failure(what);
+  }
 
  private:
+  static_assert(requires(typename T::request r) { { r.slot } -> std::convertible_to<std::uint32_t>; } &&
+                    sizeof(typename T::request) == sizeof(request),
+                "plugged<T>: T's request must be one slot number, as slot_request is");
+  static request outer(typename T::request r) { return {r.slot}; }
+
   T t_;
 };
 
