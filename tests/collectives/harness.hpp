@@ -6,9 +6,9 @@
 
 #include "values.hpp"
 
-// How the ranks run: threads of this process (threads/ranks.hpp), or the processes
-// of a job that collectives-run started (processes/ranks.hpp). The build picks one
-// through the include path, so the same tests check every transport. It defines
+// How the ranks run: grid/ranks.hpp picks threads, threads with faults or the
+// processes of a job when the test starts (the device tests have their own ranks.hpp;
+// the include path picks which), so the same tests check every transport. It defines
 // `comm`, `rank_counts` and `on_ranks(p, fn)`, which runs fn(comm) -> std::string
 // (empty when right) on P ranks and checks every rank's answer.
 #include "ranks.hpp"

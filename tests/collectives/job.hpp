@@ -12,9 +12,6 @@
 
 namespace testing {
 
-// The job's size: the only rank count a process-based run can check.
-inline const std::vector<int> rank_counts{collectives::bootstrap::detect_launch().size};
-
 // This process's communicator for the job, with the tests' timeout.
 template <class Comm>
 Comm join_job() {

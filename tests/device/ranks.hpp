@@ -7,12 +7,17 @@
 #include <collectives/transport/device_ipc.hpp>
 #include <doctest/doctest.h>
 
+#include <vector>
+
 #include "../collectives/job.hpp"
 #include "backend.hpp"
 
 namespace testing {
 
 using comm = collectives::communicator<collectives::device_ipc<device_runtime>>;
+
+// The job's size: the only rank count a process-based run can check.
+inline const std::vector<int> rank_counts{collectives::bootstrap::detect_launch().size};
 
 inline comm& world() {
   static comm c = join_job<comm>();
