@@ -2,7 +2,7 @@
 # Installs the Debian 12 packages the build and the tests need, if any is missing
 # (with --build-only, those of the build alone).
 set -euo pipefail
-packages=(g++ clang cmake make doctest-dev libboost-dev libssl-dev iproute2 libbenchmark-dev pkgconf groff-base libhwloc-dev hwloc-nox libfabric-dev libfabric-bin)
+packages=(g++ clang cmake make ninja-build doctest-dev libboost-dev libssl-dev iproute2 libbenchmark-dev pkgconf groff-base libhwloc-dev hwloc-nox libfabric-dev libfabric-bin)
 # Installed without what they recommend:
 # - the launchers that tests/launcher/other_launchers_test.sh runs programs under:
 #   Hydra's mpiexec (mpich), Open MPI's mpirun and a one-node Slurm cluster; mpich

@@ -30,10 +30,10 @@ fi
 scripts/install-deps.sh --build-only
 # -O1, as the sanitizers' own documentation advises: quicker to compile than -O2,
 # and the checks see the same code.
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" -DCMAKE_CXX_COMPILER=clang++ \
+CXX=clang++ scripts/configure.sh "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
   -DCOLLECTIVES_SANITIZE="$sanitize" -DCOLLECTIVES_BUILD_TESTS=ON -DCOLLECTIVES_BUILD_EXAMPLES=OFF \
   -DCOLLECTIVES_BUILD_BENCH=OFF -DCOLLECTIVES_WITH_CUDA=OFF -DCOLLECTIVES_GRIDS_AS_PROCESSES=OFF \
-  -DCOLLECTIVES_WITH_ASIO=ON -DCOLLECTIVES_REQUIRE_TCP=ON >/dev/null
+  -DCOLLECTIVES_WITH_ASIO=ON -DCOLLECTIVES_REQUIRE_TCP=ON
 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
 pattern=$(IFS='|'; echo "${tests[*]}")
 # halt_on_error: the first report fails the test; ASan's leak check stays on.
