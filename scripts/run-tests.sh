@@ -19,13 +19,13 @@ scripts/configure.sh "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEA
 configured=$SECONDS
 cmake --build "$build" -j "$(nproc)"
 built=$SECONDS
-# Most tests wait on processes, sockets and timers more than they compute, so twice as
-# many run at once as there are cores (each test's PROCESSORS counts), the longest
-# first: ctest's figures of earlier runs, in a fresh folder tests/ctest-costs.txt's.
+# As many tests at once as there are cores, counting each test's PROCESSORS (a job's
+# ranks, a grid's threads), so that ranks waiting by polling do not crowd the cores; the
+# longest first: ctest's figures of earlier runs, in a fresh folder tests/ctest-costs.txt's.
 costs="$build/Testing/Temporary/CTestCostData.txt"
 [ -f "$costs" ] || { mkdir -p "$(dirname "$costs")" && cp tests/ctest-costs.txt "$costs"; }
 status=0
-ctest --test-dir "$build" -j "$(( 2 * $(nproc) ))" --output-on-failure ${CTEST_ARGS:-} || status=$?
+ctest --test-dir "$build" -j "$(nproc)" --output-on-failure ${CTEST_ARGS:-} || status=$?
 echo "run-tests.sh ($build): packages $((installed - start)) s, configure $((configured - installed)) s," \
      "build $((built - configured)) s, tests $((SECONDS - built)) s"
 exit $status
