@@ -19,9 +19,8 @@ scripts/configure.sh "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEA
 configured=$SECONDS
 cmake --build "$build" -j "$(nproc)"
 built=$SECONDS
-# As many tests at once as there are cores, counting each test's PROCESSORS (a job's
-# ranks, a grid's threads), so that ranks waiting by polling do not crowd the cores; the
-# longest first: ctest's figures of earlier runs, in a fresh folder tests/ctest-costs.txt's.
+# As many tests at once as there are cores, the longest first: ctest's figures of
+# earlier runs, in a fresh build folder tests/ctest-costs.txt's.
 costs="$build/Testing/Temporary/CTestCostData.txt"
 [ -f "$costs" ] || { mkdir -p "$(dirname "$costs")" && cp tests/ctest-costs.txt "$costs"; }
 status=0
