@@ -10,9 +10,9 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh --build-only
 build=${BUILD_DIR:-build}
 # The examples need the TCP transport (ON by default; said again here in case this
-# build folder was configured without it). The compiler, generator and flags are those
-# of scripts/run-tests.sh, so that the tests' command, run next, keeps this folder.
-scripts/configure.sh "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" \
+# build folder was configured without it). The compiler and generator are those of
+# scripts/run-tests.sh, so that the tests' command, run next, keeps this folder.
+scripts/configure.sh "$build" -DCMAKE_BUILD_TYPE=Release \
   -DCOLLECTIVES_BUILD_EXAMPLES=ON -DCOLLECTIVES_WITH_ASIO=ON
 cmake --build "$build" -j "$(nproc)" --target 01_ring_all_reduce collectives-run
 "$build/tools/collectives-run" -n 4 "$build/examples/01_ring_all_reduce" "$@"

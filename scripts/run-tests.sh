@@ -12,9 +12,7 @@ scripts/install-deps.sh
 if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then export PATH="/usr/local/cuda/bin:$PATH"; fi
 build=${BUILD_DIR:-build}
 installed=$SECONDS
-# -O2, not CMake's -O3: the level most programs are built at, and an eighth less
-# compile time for the tests (docs/testing.md).
-scripts/configure.sh "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" \
+scripts/configure.sh "$build" -DCMAKE_BUILD_TYPE=Release \
   -DCOLLECTIVES_BUILD_TESTS=ON -DCOLLECTIVES_BUILD_EXAMPLES=ON -DCOLLECTIVES_BUILD_BENCH=ON -DCOLLECTIVES_WITH_ASIO=ON -DCOLLECTIVES_REQUIRE_TCP=ON -DCOLLECTIVES_REQUIRE_RDMA=ON ${CMAKE_ARGS:-}
 configured=$SECONDS
 cmake --build "$build" -j "$(nproc)"
