@@ -3,11 +3,11 @@
 // cuda/, found through the include path like the collective grids' ranks.hpp).
 #pragma once
 
+#include <vector>
+
 #include <collectives/collectives.hpp>
 #include <collectives/transport/device_ipc.hpp>
 #include <doctest/doctest.h>
-
-#include <vector>
 
 #include "../collectives/job.hpp"
 #include "backend.hpp"
