@@ -265,19 +265,22 @@ std::string given_or_environment(const std::string& given, const char* variable)
   return !given.empty() ? given : value != nullptr ? value : "";
 }
 
-// Asks the kernel for a port nobody uses now. Rank 0 binds it a moment later; the
-// port could be taken in between, the usual trade-off of single-host launchers.
+// Asks the kernel for a port nobody uses now and keeps it bound (not listening) until
+// the launcher exits: the kernel gives a bound port to no other bind(0) or connect(),
+// so no other job can take it before rank 0 listens there. SO_REUSEADDR on both
+// sockets lets rank 0's listener share it.
 std::string free_local_port() {
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t length = sizeof address;
+  const int reuse = 1;
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+  if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &reuse, sizeof reuse) != 0 ||
+      bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
       getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0)
     fail(errno_text("cannot find a free port on 127.0.0.1"));
-  close(fd);
-  return std::to_string(ntohs(address.sin_port));
+  return std::to_string(ntohs(address.sin_port));  // fd stays open: the port stays held
 }
 
 // 32 random bytes as 64 hex digits: with it, ranks prove to each other that they

@@ -103,6 +103,27 @@ test_env_and_prefixes() {
   expect_lines "$out" "[0] read status 1" "[1] read status 1"
 }
 
+# The port the launcher chose stays held until the job ends, so no other job can take
+# it before rank 0 listens there: a plain bind fails, a listener sharing it (as the
+# library's store does, with SO_REUSEADDR) gets it.
+test_master_port_held() {
+  run -n 1 python3 -c '
+import errno, os, socket
+port = int(os.environ["MASTER_PORT"])
+try:
+    socket.socket().bind(("127.0.0.1", port))
+    print("plain bind: got it")
+except OSError as e:
+    print("plain bind:", errno.errorcode[e.errno])
+shared = socket.socket()
+shared.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+shared.bind(("127.0.0.1", port))
+shared.listen()
+print("listener: got it")'
+  expect_status 0
+  expect_lines "$out" "[0] plain bind: EADDRINUSE" "[0] listener: got it"
+}
+
 test_job_token() {
   run -n 3 sh -c 'echo "$COLLECTIVES_JOB_TOKEN"'
   local first
