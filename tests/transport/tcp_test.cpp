@@ -164,6 +164,34 @@ TEST_CASE("a rank that closes its communicator is named by a peer still waiting 
   });
 }
 
+TEST_CASE("a rank that leaves with a peer's large message unread still delivers its last message whole") {
+  // Rank 0 leaves right after posting 2 MiB to rank 1, which reads nothing for a while
+  // and has sent rank 0 a large message it never receives (it stays in rank 0's socket).
+  // Closing a socket with unread bytes resets the connection and drops what the kernel
+  // had not sent yet: rank 1 would lose the end of the message and blame rank 0.
+  testing::memory_store store;
+  std::vector<int> sent(std::size_t(1) << 19), got(sent.size(), -1);
+  std::iota(sent.begin(), sent.end(), 3);
+  std::exception_ptr failure;
+  std::jthread leaver([&] {
+    try {
+      coll::tcp t(0, 2, store, token, loopback());
+      [[maybe_unused]] auto last = t.post_send(1, {1, 2}, out_bytes(sent));
+    } catch (...) {
+      failure = std::current_exception();
+    }
+  });
+  coll::tcp t(1, 2, store, token, loopback());
+  const std::vector<int> unread(std::size_t(1) << 20, 7);
+  auto never_received = t.post_send(0, {1, 1}, out_bytes(unread));
+  std::this_thread::sleep_for(300ms);
+  wait_all(t, {t.post_recv(0, {1, 2}, in_bytes(got))});
+  t.cancel(never_received);
+  leaver.join();
+  if (failure) std::rethrow_exception(failure);
+  CHECK(got == sent);
+}
+
 TEST_CASE("a receive nobody answers times out at the communicator's deadline") {
   run_tcp_ranks(2, [](auto& comm) {
     comm.set_timeout(300ms);

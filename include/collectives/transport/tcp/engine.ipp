@@ -2,6 +2,13 @@
 // once into collectives::compiled with COLLECTIVES_SEPARATE_COMPILATION.
 #pragma once
 
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+
+#include <thread>
+#include <vector>
+
 #include "engine.hpp"
 
 namespace collectives::tcp_detail {
@@ -368,6 +375,28 @@ void engine::heard(int from, const frame_header& h, std::string text) {
   tell_first_failure();
 }
 
+// Closing a socket that still holds unread bytes resets the connection, and the reset
+// throws away what the kernel had not sent yet: a failure this rank reported just
+// before leaving would never reach the peer, which would then blame this rank. So
+// before the sockets close, their sent bytes get until `until` to leave (the peer
+// acknowledges them, or its end of file says it reads no more), and what came in is
+// read and dropped.
+COLLECTIVES_DECL void settle_before_close(const std::vector<int>& sockets, deadline until) noexcept {
+  std::vector<int> sending = sockets;
+  char scratch[4096];
+  for (;;) {
+    for (int fd : sockets)
+      while (::recv(fd, scratch, sizeof scratch, MSG_DONTWAIT) > 0) {
+      }
+    std::erase_if(sending, [](int fd) {
+      int unsent = 0;
+      return ::ioctl(fd, SIOCOUTQ, &unsent) != 0 || unsent == 0;
+    });
+    if (sending.empty() || clock::now() >= until) return;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
 void engine::say_goodbye() noexcept {
   try {
     // A rank that leaves an aborted group passes the abort on first, so that a peer
@@ -389,10 +418,17 @@ void engine::say_goodbye() noexcept {
     };
     io_.poll();
     while (!flushed() && clock::now() < until) io_.run_one_until(until);
+    std::vector<int> closing;
     for (auto& l : links_)
       if (l && (open(*l) || match_.link(l->peer) == link_state::broken)) {
         error_code ignored;
         l->socket->shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
+        closing.push_back(l->socket->native_handle());
+      }
+    settle_before_close(closing, until);
+    for (auto& l : links_)
+      if (l && (open(*l) || match_.link(l->peer) == link_state::broken)) {
+        error_code ignored;
         l->socket->close(ignored);
       }
   } catch (...) {
