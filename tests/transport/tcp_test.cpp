@@ -1,6 +1,8 @@
 // The TCP transport with ranks as threads of this process, over real loopback
 // sockets: message matching in every order, sizes that don't fit, fused receives,
 // abort, a peer that leaves, and strangers at the door during start-up.
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -190,6 +192,56 @@ TEST_CASE("a rank that leaves with a peer's large message unread still delivers 
   leaver.join();
   if (failure) std::rethrow_exception(failure);
   CHECK(got == sent);
+}
+
+TEST_CASE("a peer process that dies behind a large early message it sent is reported lost") {
+  // The message is larger than the early limit, so it stays in the socket (held) until
+  // its receive is posted, and the end of file behind it is not read; the receive that
+  // is waiting is another one. The peer is a forked process, killed without a goodbye.
+  const auto dir = std::filesystem::temp_directory_path() / ("collectives-tcp-held-" + std::to_string(::getpid()));
+  int joined[2];  // the child sends, then dies, once this rank has joined
+  REQUIRE(::pipe(joined) == 0);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::close(joined[1]);
+    try {
+      coll::bootstrap::file_store store(dir);
+      coll::tcp t(1, 2, store, token, loopback());
+      char byte = 0;
+      [[maybe_unused]] const auto n = ::read(joined[0], &byte, 1);
+      const std::vector<int> early(70'000 / sizeof(int), 5);  // over the 64 KiB early limit
+      auto r = t.post_send(0, {1, 2}, out_bytes(early));
+      const auto until = coll::clock::now() + 200ms;
+      while (!t.test(r) && coll::clock::now() < until) t.wait_for_activity(until);
+      ::kill(::getpid(), SIGKILL);  // no goodbye
+    } catch (...) {
+    }
+    ::_exit(3);
+  }
+  REQUIRE(child > 0);
+  ::close(joined[0]);
+  std::error_code got;
+  std::chrono::nanoseconds took{};
+  {
+    coll::bootstrap::file_store store(dir);
+    coll::tcp t(0, 2, store, token, loopback());
+    ::close(joined[1]);
+    std::vector<int> never(4);
+    auto r = t.post_recv(1, {1, 1}, in_bytes(never));
+    const auto started = coll::clock::now();
+    try {
+      wait_all(t, {r}, 5s);
+    } catch (const coll::error& e) {
+      got = e.code();
+      took = coll::clock::now() - started;
+    }
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  std::filesystem::remove_all(dir);
+  CHECK(WIFSIGNALED(status));
+  CHECK(got == coll::errc::peer_lost);
+  CHECK(took < 3s);
 }
 
 TEST_CASE("a receive nobody answers times out at the communicator's deadline") {

@@ -173,7 +173,8 @@ class matching_engine {
 
   // A message from `peer` starts. Unless held, the wire then delivers its bytes
   // (none for an empty message, which is complete at once).
-  landing begin_message(int peer, message_tag tag, std::size_t bytes) {
+  // `beyond_limits`: kept early whatever its size (the peer sends nothing more).
+  landing begin_message(int peer, message_tag tag, std::size_t bytes, bool beyond_limits = false) {
     peer_state& p = peers_[std::size_t(peer)];
     incoming_message& m = p.incoming;
     m = {.active = true, .into = landing::discard, .tag = tag, .bytes = bytes};
@@ -194,7 +195,8 @@ class matching_engine {
         m.into = landing::receive;
         m.receive = slot;
       }
-    } else if (bytes > limits_.message_bytes || p.early_bytes + bytes > limits_.bytes_per_peer || limits_.bytes_per_peer == 0) {
+    } else if (!beyond_limits &&
+               (bytes > limits_.message_bytes || p.early_bytes + bytes > limits_.bytes_per_peer || limits_.bytes_per_peer == 0)) {
       m.active = false;
       return landing::held;
     } else {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 
 #include "../../concepts/transport.hpp"
 #include "../detail/matching.hpp"
@@ -57,6 +58,7 @@ struct connection {
   bool reading = false;                        // a read (into the inbox or a receive's buffer) is under way
   frame_part part = frame_part::header;        // what the next bytes are
   std::optional<frame_header> held;            // a large early message: stays in the socket until its receive is posted
+  std::unique_ptr<boost::asio::steady_timer> held_watch;  // looks for the peer's end while a frame is held
   std::uint64_t remaining = 0;                 // payload bytes of the current frame still to come
 };
 

@@ -153,7 +153,10 @@ class engine {
 
   // A data frame's header: its payload comes next, unless the matching engine holds
   // it back (large, its receive not posted yet), which leaves it in the socket.
-  COLLECTIVES_DECL bool start_frame(connection& link, const frame_header& h);
+  COLLECTIVES_DECL bool start_frame(connection& link, const frame_header& h, bool beyond_limits = false);
+  // A held link is read no further, so the peer's end of file would go unseen: it is
+  // looked for now and then while the frame is held.
+  COLLECTIVES_DECL void watch_held(connection& link);
 
   // Reads whatever the socket has into the inbox, after what is still unparsed.
   COLLECTIVES_DECL void read_more(connection& link);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <linux/sockios.h>
+#include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 
@@ -151,10 +152,11 @@ void engine::consume(connection& link) {
   }
 }
 
-bool engine::start_frame(connection& link, const frame_header& h) {
-  if (match_.begin_message(link.peer, h.tag, h.length) == landing::held) {
+bool engine::start_frame(connection& link, const frame_header& h, bool beyond_limits) {
+  if (match_.begin_message(link.peer, h.tag, h.length, beyond_limits) == landing::held) {
     link.held = h;
     link.part = frame_part::held;
+    watch_held(link);
     return false;
   }
   link.held.reset();
@@ -167,6 +169,26 @@ bool engine::start_frame(connection& link, const frame_header& h) {
     if (link.inbox.size() < piece) link.inbox.resize(piece);
   }
   return true;
+}
+
+// The peer's end shows in poll() as POLLRDHUP even behind unread bytes. Once it has
+// come, everything the peer sent is in the socket, so the held frame is taken in whole
+// (beyond the early limits: no more will come) and the link reads on to the goodbye or
+// the end of file; a frame cut short means the peer left in the middle of it.
+void engine::watch_held(connection& link) {
+  if (!link.held_watch) link.held_watch = std::make_unique<asio::steady_timer>(io_);
+  link.held_watch->expires_after(std::chrono::milliseconds(20));
+  link.held_watch->async_wait([this, &link](const error_code& ec) {
+    if (ec || link.part != frame_part::held || !open(link)) return;
+    pollfd p{link.socket->native_handle(), POLLRDHUP, 0};
+    if (::poll(&p, 1, 0) != 1 || (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) == 0) return watch_held(link);
+    int unread = 0;
+    const std::size_t in_inbox = link.inbox_end - link.inbox_begin;
+    if (::ioctl(p.fd, FIONREAD, &unread) != 0 || in_inbox + std::size_t(std::max(unread, 0)) < link.held->length)
+      return close(link, link_state::lost,
+                   "lost rank " + std::to_string(link.peer) + ": it closed the connection in the middle of a message (did it exit or crash?)");
+    if (start_frame(link, *link.held, true)) consume(link);
+  });
 }
 
 void engine::read_more(connection& link) {
