@@ -19,9 +19,17 @@ namespace coll = collectives;
 
 namespace testing {
 
-// 0, 1, 7, P-1, P, 1000 and 2^20+3, without repeats.
+// The large case: 2^19+3 elements, past the sizes the library switches on, in every
+// element size the grids use (4, 8 and 16 bytes: 2, 4 and 8 MiB): shm's 64 KiB slots,
+// tcp's 64 KiB early limit and 256 KiB pieces, rdma's 1 MiB reads, the workspace's
+// 1 MiB kept, several 512 KiB pipeline slices, and from 8 bytes up hierarchical's
+// 2 MiB pieces. (It was 2^20+3: each size that crosses, this crosses too in one
+// element size or more, in half the time.)
+inline constexpr std::size_t large_count = (std::size_t{1} << 19) + 3;
+
+// 0, 1, 7, P-1, P, 1000 and the large case, without repeats.
 inline std::vector<std::size_t> element_counts(int p) {
-  std::vector<std::size_t> n{0, 1, 7, std::size_t(p - 1), std::size_t(p), 1000, (std::size_t{1} << 20) + 3};
+  std::vector<std::size_t> n{0, 1, 7, std::size_t(p - 1), std::size_t(p), 1000, large_count};
   std::sort(n.begin(), n.end());
   n.erase(std::unique(n.begin(), n.end()), n.end());
   return n;
@@ -29,11 +37,10 @@ inline std::vector<std::size_t> element_counts(int p) {
 
 // Per-rank chunk counts for collectives whose buffers hold P chunks (gather,
 // all_gather, reduce_scatter, all_to_all, ...): the same grid, except that the large
-// case is the chunk that makes one rank's P-chunk buffer 2^20+3 elements or just more.
+// case is the chunk that makes one rank's P-chunk buffer the large count or just more.
 inline std::vector<std::size_t> chunk_counts(int p) {
   auto n = element_counts(p);
-  const std::size_t big = (std::size_t{1} << 20) + 3;
-  std::replace(n.begin(), n.end(), big, (big + std::size_t(p) - 1) / std::size_t(p));
+  std::replace(n.begin(), n.end(), large_count, (large_count + std::size_t(p) - 1) / std::size_t(p));
   return n;
 }
 
