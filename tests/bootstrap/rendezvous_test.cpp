@@ -298,6 +298,29 @@ TEST_CASE("the ranks of one host meet in a private directory, agree on a fresh t
   CHECK(!std::filesystem::exists(directory));
 }
 
+TEST_CASE("a start-up that fails because a rank never comes leaves no private directory behind") {
+  // Rank 0 of two waits for rank 1's address, as a transport's start-up does, and
+  // gives up; rank 1 comes later, after rank 0 has left, and gives up too.
+  store_dir_variable no_dir(std::nullopt);
+  const std::string job = "lonely " + std::to_string(::getpid()) + " " + std::to_string(clock::now().time_since_epoch().count());
+  const auto directory = boot::private_directory_parent() /
+                         ("collectives-" + std::to_string(::getuid()) + "-" +
+                          collectives::bootstrap::detail::sha256_hex(job + " communicator 0").substr(0, 24));
+  for (const int r : {0, 1}) {
+    auto launch = rank_of(r, 2, "", 0);
+    launch.job_on_this_host = job;
+    try {
+      auto session = boot::open_store(launch, auth::job_token::from_env(false), clock::now() + 2s);
+      session.store->set("address/" + std::to_string(r), "here");
+      session.store->get("address/" + std::to_string(1 - r), clock::now() + 200ms);
+      FAIL("rank " << r << " found its peer, which never came");
+    } catch (const collectives::error& e) {
+      CHECK(e.code() == errc::timeout);
+    }
+    CHECK_MESSAGE(!std::filesystem::exists(directory), "after rank " << r << " left: " << directory.string());
+  }
+}
+
 TEST_CASE("communicators made one after another on one host each meet in a directory of their own") {
   // A rank that is done with one communicator goes on to the next while another still
   // leaves the first: the last one out must remove only the first one's directory.

@@ -61,13 +61,16 @@ struct store_session {
   }
 
  private:
-  // Each rank counts itself out; the last one has the only remaining use of the
-  // directory and removes it. (A rank killed on the way leaves it behind, in memory
-  // under /dev/shm, until the next boot or a manual rm.)
+  // Each rank counts itself in and out; the last one out has the only remaining use
+  // of the directory and removes it. A start-up that failed (a rank never came) ends
+  // with as many out as came in: a rank only leaves before every rank has come when
+  // the start-up fails, since start-up waits for all. (A rank killed on the way leaves
+  // the directory behind, in memory under /dev/shm, until the next boot or a manual rm.)
   void leave_private_directory() noexcept {
     if (private_directory.empty() || !store) return;
     try {
-      if (store->add("collectives/ranks-left", 1) < ranks) return;
+      const auto left = store->add("collectives/ranks-left", 1);
+      if (left < ranks && left < store->add("collectives/ranks-joined", 0)) return;
       std::error_code ignored;
       std::filesystem::remove_all(private_directory, ignored);
     } catch (const std::exception& e) {
@@ -122,6 +125,7 @@ inline store_session open_private_store(const launch_info& launch, const auth::j
   session.private_directory = open_private_directory(communicator_on_this_host(launch.job_on_this_host, launch.rank));
   session.ranks = launch.size;
   session.store = std::make_unique<file_store>(session.private_directory);
+  session.store->add("collectives/ranks-joined", 1);
   if (token.is_public_default()) {
     if (launch.rank == 0) session.store->set("collectives/job-token", fresh_secret());
     session.agreed_token = auth::job_token(session.store->get("collectives/job-token", until));
