@@ -12,11 +12,15 @@
 
 namespace testing {
 
+// A call of a job's tests may take this long: ranks that outnumber the cores wait
+// their turn, and a grid's large case takes seconds.
+inline constexpr std::chrono::seconds job_timeout{60};
+
 // This process's communicator for the job, with the tests' timeout.
 template <class Comm>
 Comm join_job() {
   auto made = Comm::from_env();
-  made.set_timeout(std::chrono::seconds(60));
+  made.set_timeout(job_timeout);
   return made;
 }
 

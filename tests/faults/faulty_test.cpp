@@ -194,9 +194,7 @@ struct shm_factory {
 template <class F>
 void run_trials() {
   const int trials = std::atoi(std::getenv("COLLECTIVES_FAULTY_TRIALS") ? std::getenv("COLLECTIVES_FAULTY_TRIALS") : "20");
-  const std::uint64_t seed = std::getenv("COLLECTIVES_FAULTY_SEED")
-                                 ? std::strtoull(std::getenv("COLLECTIVES_FAULTY_SEED"), nullptr, 10)
-                                 : (std::uint64_t(std::random_device{}()) << 32 | std::random_device{}());
+  const std::uint64_t seed = testing::faulty_seed();
   std::printf("faulty_test over %s: seed %llu (COLLECTIVES_FAULTY_SEED=%llu replays this run), %d trials\n", F::name,
               static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed), trials);
   std::fflush(stdout);

@@ -11,11 +11,9 @@
 // grid's calls are compiled once. Each rank's answer is checked; under a launcher
 // every process runs the same cases in the same order, so their calls line up.
 //
-// With faults, a fifth of the posts are held back up to 300 us (streams to different
-// peers overtake each other, receives come after their messages) and a rank sleeps up
-// to 300 us before one post in fifty. Every message still arrives, so every result
-// must be exact. Each group draws its plan from a seed drawn once per run and printed
-// on failure; COLLECTIVES_FAULTY_SEED=N replays it.
+// With faults, the benign ones of benign_faults.hpp: every result must be exact. Each
+// group draws its plan from a seed drawn once per run and printed on failure;
+// COLLECTIVES_FAULTY_SEED=N replays it.
 #pragma once
 
 #include <fcntl.h>
@@ -27,7 +25,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <exception>
-#include <random>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -41,6 +38,7 @@
 #endif
 #include <doctest/doctest.h>
 
+#include "../../benign_faults.hpp"
 #include "../job.hpp"
 #include "any_transport.hpp"
 
@@ -69,14 +67,6 @@ inline bool ranks_are_processes() { return how_ranks_run() == ranks_run::as_proc
 inline const std::vector<int> rank_counts =
     ranks_are_processes() ? std::vector<int>{collectives::bootstrap::detect_launch().size} : std::vector<int>{1, 2, 3, 4, 5, 8};
 
-inline std::uint64_t fault_seed() {
-  static const std::uint64_t seed = [] {
-    const char* given = std::getenv("COLLECTIVES_FAULTY_SEED");
-    return given ? std::strtoull(given, nullptr, 10) : (std::uint64_t(std::random_device{}()) << 32 | std::random_device{}());
-  }();
-  return seed;
-}
-
 // This process's communicator for the job, when it is one rank of a job.
 inline comm& world() {
   static comm c = [] {
@@ -84,7 +74,7 @@ inline comm& world() {
     // The test's name promises a transport: make sure it is the one that runs.
     if (const char* asked = std::getenv("COLLECTIVES_TRANSPORT"); asked != nullptr && std::string(asked) != "auto")
       REQUIRE(chosen.name() == asked);
-    return comm(any_transport(std::move(chosen)), std::chrono::seconds(60));
+    return comm(any_transport(std::move(chosen)), job_timeout);
   }();
   return c;
 }
@@ -96,9 +86,7 @@ void on_ranks(int p, Fn fn) {
   namespace coll = collectives;
   static std::atomic<std::uint64_t> groups{0};
   const bool with_faults = how_ranks_run() == ranks_run::as_threads_with_faults;
-  const coll::fault_plan plan{.seed = fault_seed() + 1000003 * groups++, .delay_chance = 0.2,
-                              .max_delay = std::chrono::microseconds(300), .stall_chance = 0.02,
-                              .max_stall = std::chrono::microseconds(300)};
+  const coll::fault_plan plan = benign_faults(faulty_seed() + 1000003 * groups++);
   coll::inproc_group group(p);
   auto transport_of = [&](int r) {
     if (with_faults) return any_transport(coll::faulty<coll::inproc>(group.transport(r), plan));
@@ -119,7 +107,7 @@ void on_ranks(int p, Fn fn) {
       });
   }
   const std::string faults = with_faults ? " with faults from " + plan.describe() + " (COLLECTIVES_FAULTY_SEED=" +
-                                                std::to_string(fault_seed()) + " replays this run)"
+                                                std::to_string(faulty_seed()) + " replays this run)"
                                           : "";
   for (int r = 0; r < p; ++r) {
     INFO("rank ", r, faults);

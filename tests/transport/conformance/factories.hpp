@@ -13,7 +13,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <random>
 #include <string>
 
 #include <collectives/bootstrap/file_store.hpp>
@@ -23,6 +22,7 @@
 #include <collectives/transport/shm.hpp>
 #include <collectives/transport/tcp.hpp>
 
+#include "../../benign_faults.hpp"
 #include "../../device/host_runtime.hpp"
 
 namespace conformance {
@@ -148,23 +148,19 @@ struct device_standin_factory {
   };
 };
 
-// A transport behind faulty<T> with benign faults: a fifth of the posts held back up
-// to 300 us (streams to different peers overtake each other), and short stalls. It
-// must keep every promise its transport declares. The faults come from a seed drawn
-// once per run and printed; COLLECTIVES_FAULTY_SEED=N replays them.
+// A transport behind faulty<T> with benign faults (benign_faults.hpp). It must keep
+// every promise its transport declares. The faults come from a seed drawn once per run
+// and printed; COLLECTIVES_FAULTY_SEED=N replays them.
 inline coll::fault_plan benign_faults() {
   static const std::uint64_t seed = [] {
-    const char* given = std::getenv("COLLECTIVES_FAULTY_SEED");
-    const std::uint64_t s = given ? std::strtoull(given, nullptr, 10)
-                                  : (std::uint64_t(std::random_device{}()) << 32 | std::random_device{}());
+    const std::uint64_t s = testing::faulty_seed();
     std::printf("conformance: faulty<T> draws its faults from seed %llu (COLLECTIVES_FAULTY_SEED=%llu replays them)\n",
                 static_cast<unsigned long long>(s), static_cast<unsigned long long>(s));
     std::fflush(stdout);
     return s;
   }();
   static std::atomic<std::uint64_t> joined{0};
-  return {.seed = seed + joined++, .delay_chance = 0.2, .max_delay = std::chrono::microseconds(300),
-          .stall_chance = 0.02, .max_stall = std::chrono::microseconds(300)};
+  return testing::benign_faults(seed + joined++);
 }
 
 template <class Inner>
