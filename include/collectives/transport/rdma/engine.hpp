@@ -207,7 +207,7 @@ class engine {
   inline bool progress();
   inline bool is_news(const fi_cq_tagged_entry& e) const;  // a message taken on arrival
   inline void completed(const fi_cq_tagged_entry& e);
-  inline void failed(const fi_cq_err_entry& e);
+  inline void failed(const fi_cq_err_entry& e, const std::string& why);
   inline void arrived(int peer, std::span<const std::byte> message);
   // Takes the peer's ordered messages that are next, while it can.
   inline void take_waiting(int peer);
@@ -263,6 +263,7 @@ class engine {
   buffer_pool receives_, sends_;
   std::vector<peer_state> peers_;
   std::vector<fi_cq_tagged_entry> batch_;  // progress()'s completions, reused
+  std::vector<std::pair<fi_cq_err_entry, std::string>> failures_;  // its failed ones, and why, reused
   int sends_in_flight_ = 0;
   std::vector<std::uint32_t> unposted_receives_;
   std::map<std::uint64_t, std::uint32_t> announced_;  // an announced send's id: its slot

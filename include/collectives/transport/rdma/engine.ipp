@@ -263,8 +263,11 @@ bool engine::progress() {
   }
   if (!ep_open_) return any;
   // Everything completed so far, news first: a withdrawal is seen before the
-  // announcement it withdraws is read, when both are in.
+  // announcement it withdraws is read, when both are in, and before the failures: a
+  // read fails once the sender has revoked its key, and the withdrawal that says why
+  // came in before that failure (the queue hands failures out ahead of the rest).
   batch_.clear();
+  failures_.clear();
   for (;;) {
     fi_cq_tagged_entry done[32];
     const ssize_t n = fi_cq_read(ep_->cq(), done, 32);
@@ -274,17 +277,19 @@ bool engine::progress() {
     }
     if (n == -FI_EAVAIL) {
       fi_cq_err_entry e{};
-      if (fi_cq_readerr(ep_->cq(), &e, 0) > 0) failed(e);
+      if (fi_cq_readerr(ep_->cq(), &e, 0) > 0) failures_.emplace_back(e, completion_error(ep_->cq(), e));
       any = true;
-      if (!ep_open_) return true;
       continue;
     }
     break;  // -FI_EAGAIN: nothing more now
   }
   any = any || !batch_.empty();
-  for (const bool news : {true, false})
-    for (const auto& e : batch_)
-      if (ep_open_ && is_news(e) == news) completed(e);
+  for (const auto& e : batch_)
+    if (ep_open_ && is_news(e)) completed(e);
+  for (const auto& [e, why] : failures_)
+    if (ep_open_) failed(e, why);
+  for (const auto& e : batch_)
+    if (ep_open_ && !is_news(e)) completed(e);
   if (!ep_open_) return true;
   // Per peer: a provider can refuse sends to one peer for good (rxm reconnecting to a
   // rank that left), which must hold up no other.
@@ -324,10 +329,9 @@ void engine::completed(const fi_cq_tagged_entry& e) {
   }
 }
 
-void engine::failed(const fi_cq_err_entry& e) {
+void engine::failed(const fi_cq_err_entry& e, const std::string& why) {
   auto* c = static_cast<context*>(e.op_context);
   if (c == nullptr) return;
-  const std::string why = completion_error(ep_->cq(), e);
   switch (c->what) {
     case work::receive:
       if (e.err != FI_ECANCELED) {
