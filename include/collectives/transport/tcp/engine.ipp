@@ -186,7 +186,8 @@ void engine::watch_held(connection& link) {
     const std::size_t in_inbox = link.inbox_end - link.inbox_begin;
     if (::ioctl(p.fd, FIONREAD, &unread) != 0 || in_inbox + std::size_t(std::max(unread, 0)) < link.held->length)
       return close(link, link_state::lost,
-                   "lost rank " + std::to_string(link.peer) + ": it closed the connection in the middle of a message (did it exit or crash?)");
+                   "lost rank " + std::to_string(link.peer) +
+                       ": it closed the connection in the middle of a message (did it exit or crash?)");
     if (start_frame(link, *link.held, true)) consume(link);
   });
 }
