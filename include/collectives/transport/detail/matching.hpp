@@ -368,7 +368,10 @@ class matching_engine {
   bool aborted() const { return aborted_by() != -1; }
   bool broken() const { return aborted() || first_lost_ >= 0; }
 
+  // A receive whose op threw here is this rank's own failure: it comes first, before
+  // the abort that a peer, told of it, may already have made.
   void throw_if_broken() const {
+    if (failed_here_ && failed_here_->state == op_state::failed) std::rethrow_exception(failed_here_->failure);
     if (const int by = aborted_by(); by >= 0)
       throw error(errc::aborted, who() + "the group was aborted by " + (by == rank_ ? "this rank" : "rank " + std::to_string(by)));
     if (aborted()) throw error(errc::aborted, who() + "the group was aborted");
@@ -430,6 +433,7 @@ class matching_engine {
     } catch (...) {
       o.state = op_state::failed;
       o.failure = std::current_exception();
+      failed_here_ = &o;
     }
   }
 
@@ -506,6 +510,7 @@ class matching_engine {
   }
 
   void release(std::uint32_t& slot) noexcept {
+    if (ops_[slot].get() == failed_here_) failed_here_ = nullptr;
     free_.push_back(slot);  // the pool only grows with the peak of posted operations
     slot = no_slot;
   }
@@ -574,6 +579,7 @@ class matching_engine {
   std::vector<peer_state> peers_;
   std::vector<std::unique_ptr<op>> ops_;
   std::vector<std::uint32_t> free_;
+  const op* failed_here_ = nullptr;  // a receive whose op threw, until it is released
   std::atomic<int> aborted_by_{-1};
   int first_lost_ = -1;
   std::optional<failure> first_failure_, own_failure_;
