@@ -321,6 +321,45 @@ TEST_CASE("a start-up that fails because a rank never comes leaves no private di
   }
 }
 
+TEST_CASE("ranks that leave at the same moment remove their directory once and warn of nothing") {
+  // Each rank counts itself out of the directory; one that still used the store after
+  // counting out could find the directory gone (the last one out had removed it) and
+  // warn "could not leave the job's directory" (seen under mpiexec, 3 ranks).
+  store_dir_variable no_dir(std::nullopt);
+  const std::string job = "together " + std::to_string(::getpid()) + " " + std::to_string(clock::now().time_since_epoch().count());
+  constexpr int size = 4, rounds = 50;
+  std::atomic<int> failures{0}, leaving{0};
+  stderr_capture capture;
+  for (int round = 0; round < rounds; ++round) {
+    std::vector<std::thread> ranks;
+    for (int r = 0; r < size; ++r)
+      ranks.emplace_back([&, r] {
+        try {
+          auto launch = rank_of(r, size, "", 0);
+          launch.job_on_this_host = job;
+          auto session = boot::open_store(launch, auth::job_token::from_env(false), clock::now() + 5s);
+          boot::barrier(*session.store, "leave", r, size, clock::now() + 5s);
+          leaving.fetch_add(1);
+          for (const auto until = clock::now() + 5s; leaving.load() < size * (round + 1) && clock::now() < until;)
+            std::this_thread::yield();
+        } catch (const std::exception& e) {
+          const std::string text = "rank " + std::to_string(r) + ", round " + std::to_string(round) + ": " + e.what();
+          MESSAGE(text);
+          ++failures;
+        }
+      });
+    for (auto& t : ranks) t.join();
+  }
+  const std::string warnings = capture.finish();
+  CHECK(failures == 0);
+  CHECK_MESSAGE(warnings.empty(), warnings);
+  for (int c = 0; c < rounds; ++c)
+    CHECK(!std::filesystem::exists(boot::private_directory_parent() /
+                                   ("collectives-" + std::to_string(::getuid()) + "-" +
+                                    collectives::bootstrap::detail::sha256_hex(job + " communicator " + std::to_string(c))
+                                        .substr(0, 24))));
+}
+
 TEST_CASE("communicators made one after another on one host each meet in a directory of their own") {
   // A rank that is done with one communicator goes on to the next while another still
   // leaves the first: the last one out must remove only the first one's directory.

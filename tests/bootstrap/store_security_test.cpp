@@ -34,40 +34,6 @@ namespace {
 const auth::job_token token("the-real-token");
 constexpr auto handshake_limit = 300ms;
 
-// Sends what this process writes to stderr into a string until finish().
-class stderr_capture {
- public:
-  stderr_capture() {
-    int ends[2];
-    REQUIRE(::pipe(ends) == 0);
-    std::fflush(stderr);
-    saved_ = ::dup(2);
-    ::dup2(ends[1], 2);
-    ::close(ends[1]);
-    reader_ = std::thread([this, from = ends[0]] {
-      char buffer[4096];
-      for (ssize_t n; (n = ::read(from, buffer, sizeof buffer)) > 0;) text_.append(buffer, static_cast<std::size_t>(n));
-      ::close(from);
-    });
-  }
-  ~stderr_capture() { finish(); }
-  std::string finish() {
-    if (saved_ >= 0) {
-      std::fflush(stderr);
-      ::dup2(saved_, 2);  // closes the pipe's last write end, so the reader sees its end
-      ::close(saved_);
-      saved_ = -1;
-      reader_.join();
-    }
-    return text_;
-  }
-
- private:
-  int saved_ = -1;
-  std::thread reader_;
-  std::string text_;
-};
-
 // A server with a short handshake limit, and a legitimate client hammering it from its
 // own thread until the fixture ends; then every one of its calls must have succeeded.
 struct guarded_server {

@@ -42,7 +42,6 @@ struct store_session {
   std::optional<auth::job_token> agreed_token;
   // The private directory, which the last rank to close its session removes.
   std::filesystem::path private_directory;
-  int ranks = 0;
   // Rank 0 serves the other ranks until they are done with the store: closing its
   // session closes its own client, then waits up to this long for every other rank to
   // hang up. Otherwise a rank still reading the answer to its last request (say, the
@@ -61,16 +60,17 @@ struct store_session {
   }
 
  private:
-  // Each rank counts itself in and out; the last one out has the only remaining use
-  // of the directory and removes it. A start-up that failed (a rank never came) ends
-  // with as many out as came in: a rank only leaves before every rank has come when
-  // the start-up fails, since start-up waits for all. (A rank killed on the way leaves
-  // the directory behind, in memory under /dev/shm, until the next boot or a manual rm.)
+  // Each rank counts itself in and out of one counter; the one that brings it to zero
+  // has the only remaining use of the directory and removes it. No rank touches the
+  // store after its own count out, so the removal never pulls the directory from under
+  // another rank's request. A start-up that failed (a rank never came) ends at zero
+  // too: start-up waits for every rank, so no rank leaves before all have counted in
+  // unless the start-up fails. (A rank killed on the way leaves the directory behind,
+  // in memory under /dev/shm, until the next boot or a manual rm.)
   void leave_private_directory() noexcept {
     if (private_directory.empty() || !store) return;
     try {
-      const auto left = store->add("collectives/ranks-left", 1);
-      if (left < ranks && left < store->add("collectives/ranks-joined", 0)) return;
+      if (store->add("collectives/ranks-present", -1) > 0) return;
       std::error_code ignored;
       std::filesystem::remove_all(private_directory, ignored);
     } catch (const std::exception& e) {
@@ -123,9 +123,8 @@ inline std::string communicator_on_this_host(const std::string& job, int rank) {
 inline store_session open_private_store(const launch_info& launch, const auth::job_token& token, deadline until) {
   store_session session;
   session.private_directory = open_private_directory(communicator_on_this_host(launch.job_on_this_host, launch.rank));
-  session.ranks = launch.size;
   session.store = std::make_unique<file_store>(session.private_directory);
-  session.store->add("collectives/ranks-joined", 1);
+  session.store->add("collectives/ranks-present", 1);
   if (token.is_public_default()) {
     if (launch.rank == 0) session.store->set("collectives/job-token", fresh_secret());
     session.agreed_token = auth::job_token(session.store->get("collectives/job-token", until));
