@@ -10,6 +10,7 @@
 #include <exception>
 #include <optional>
 #include <span>
+#include <string>
 #include <system_error>
 #include <thread>
 #include <vector>
@@ -123,10 +124,15 @@ void complete_all(T& t, std::vector<typename T::request> pending, std::chrono::m
       }
     if (left == 0) break;
     if (coll::clock::now() >= until) {
+      std::string which;  // by their place in `pending`, to tell which messages stuck
       for (std::size_t i = 0; i < pending.size(); ++i)
-        if (!done[i]) t.cancel(pending[i]);
+        if (!done[i]) {
+          t.cancel(pending[i]);
+          which += (which.empty() ? "" : ", ") + std::to_string(i);
+        }
       throw coll::error(coll::errc::timeout, "rank " + std::to_string(t.rank()) + ": " + std::to_string(left) + " of " +
-                                                 std::to_string(pending.size()) + " requests did not complete in time");
+                                                 std::to_string(pending.size()) + " requests did not complete in time (" +
+                                                 which + ")");
     }
     t.wait_for_activity(until);
   }
