@@ -273,3 +273,36 @@ void run_trials() {
 TEST_CASE("faults injected over inproc: exact results or clear errors, never a hang") { run_trials<conformance::inproc_factory>(); }
 TEST_CASE("faults injected over shm: exact results or clear errors, never a hang") { run_trials<shm_factory>(); }
 TEST_CASE("faults injected over tcp: exact results or clear errors, never a hang") { run_trials<conformance::tcp_factory>(); }
+
+TEST_CASE("a held post released while another request is tested is activity: the wait after it returns at once") {
+  // Rank 0's receive is held back while its message is already there. Testing another
+  // request releases it, and the wait that follows must not sleep to its deadline:
+  // nothing new will arrive to wake the rank (a conformance case stalled 5 s so, 4 times
+  // in 300 runs under load).
+  coll::inproc_group group(2);
+  std::atomic<bool> sent{false}, done{false};
+  std::jthread sender([&] {
+    coll::faulty<coll::inproc> t(group.transport(1), coll::fault_plan{});
+    const std::array<std::byte, 8> message{};
+    auto r = t.post_send(0, {0, 1}, message);
+    sent = true;
+    for (const auto until = coll::clock::now() + 5s; !t.test(r) && !done && coll::clock::now() < until;)
+      t.wait_for_activity(coll::clock::now() + 10ms);
+    while (!done) std::this_thread::sleep_for(1ms);
+  });
+  // Every post held back for up to a millisecond (seed 7 draws a delay for both).
+  coll::faulty<coll::inproc> t(group.transport(0), coll::fault_plan{.seed = 7, .delay_chance = 1, .max_delay = 1ms});
+  while (!sent) std::this_thread::yield();
+  t.wait_for_activity(coll::clock::now());  // takes the news of the message's arrival
+  std::array<std::byte, 8> into{}, never{};
+  auto held = t.post_recv(1, {0, 1}, into);
+  auto other = t.post_recv(1, {0, 2}, never);  // no message comes for it
+  std::this_thread::sleep_for(5ms);            // both are due now
+  CHECK(!t.test(other));                       // posts both to inproc
+  const auto start = coll::clock::now();
+  t.wait_for_activity(start + 2s);
+  CHECK(coll::clock::now() - start < 1s);
+  CHECK(t.test(held));
+  t.cancel(other);
+  done = true;
+}

@@ -112,14 +112,18 @@ class faulty {
     return true;
   }
 
-  // Waits no longer than until the next held post is due, which it then posts.
+  // Waits no longer than until the next held post is due, which it then posts. A post
+  // released since the last wait (say, while testing another request) is activity too:
+  // its message may have been waiting for it, with no news left to wake this rank.
   bool wait_for_activity(deadline until) {
     throw_if_dead();
-    if (release_due()) return true;
+    release_due();
+    if (std::exchange(released_since_wait_, false)) return true;
     const deadline next = next_due();
     if (next >= until) return inner_.wait_for_activity(until);
     inner_.wait_for_activity(next);
     release_due();
+    released_since_wait_ = false;
     return true;
   }
 
@@ -221,9 +225,8 @@ class faulty {
     throw error(errc::invalid_config, "faulty: the transport has no fused receive");
   }
 
-  // Posts what is due, in each stream's order; true if anything was.
-  bool release_due() {
-    bool released = false;
+  // Posts what is due, in each stream's order.
+  void release_due() {
     const deadline now = clock::now();
     for (auto& held : streams_)
       while (!held.empty()) {
@@ -232,9 +235,8 @@ class faulty {
         e.inner = post_to_inner(e.m);
         e.posted = true;
         held.pop_front();
-        released = true;
+        released_since_wait_ = true;
       }
-    return released;
   }
 
   deadline next_due() const {
@@ -274,6 +276,7 @@ class faulty {
   fault_plan plan_;
   splitmix64 random_;
   std::vector<std::deque<std::uint32_t>> streams_;  // held posts by (peer, direction), in order
+  bool released_since_wait_ = false;
   std::vector<entry> entries_;
   std::vector<std::uint32_t> free_;
   std::uint64_t posts_ = 0;
