@@ -303,9 +303,7 @@ TEST_CASE("a start-up that fails because a rank never comes leaves no private di
   // gives up; rank 1 comes later, after rank 0 has left, and gives up too.
   store_dir_variable no_dir(std::nullopt);
   const std::string job = "lonely " + std::to_string(::getpid()) + " " + std::to_string(clock::now().time_since_epoch().count());
-  const auto directory = boot::private_directory_parent() /
-                         ("collectives-" + std::to_string(::getuid()) + "-" +
-                          collectives::bootstrap::detail::sha256_hex(job + " communicator 0").substr(0, 24));
+  const auto directory = boot::private_directory_of(job + " communicator 0");
   for (const int r : {0, 1}) {
     auto launch = rank_of(r, 2, "", 0);
     launch.job_on_this_host = job;
@@ -354,10 +352,7 @@ TEST_CASE("ranks that leave at the same moment remove their directory once and w
   CHECK(failures == 0);
   CHECK_MESSAGE(warnings.empty(), warnings);
   for (int c = 0; c < rounds; ++c)
-    CHECK(!std::filesystem::exists(boot::private_directory_parent() /
-                                   ("collectives-" + std::to_string(::getuid()) + "-" +
-                                    collectives::bootstrap::detail::sha256_hex(job + " communicator " + std::to_string(c))
-                                        .substr(0, 24))));
+    CHECK(!std::filesystem::exists(boot::private_directory_of(job + " communicator " + std::to_string(c))));
 }
 
 TEST_CASE("communicators made one after another on one host each meet in a directory of their own") {
@@ -389,9 +384,7 @@ TEST_CASE("communicators made one after another on one host each meet in a direc
   for (auto& t : ranks) t.join();
   CHECK(failures == 0);
   for (int c = 0; c < communicators; ++c) {
-    const auto directory = boot::private_directory_parent() /
-                           ("collectives-" + std::to_string(::getuid()) + "-" +
-                            collectives::bootstrap::detail::sha256_hex(job + " communicator " + std::to_string(c)).substr(0, 24));
+    const auto directory = boot::private_directory_of(job + " communicator " + std::to_string(c));
     CHECK_MESSAGE(!std::filesystem::exists(directory), directory.string());
   }
 }

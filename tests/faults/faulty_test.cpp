@@ -290,7 +290,9 @@ TEST_CASE("a held post released while another request is tested is activity: the
       t.wait_for_activity(coll::clock::now() + 10ms);
     while (!done) std::this_thread::sleep_for(1ms);
   });
-  // Every post held back for up to a millisecond (seed 7 draws a delay for both).
+  // Posts held back for up to a millisecond. Were neither receive below held, nothing
+  // would be released in test(other) and the wait could not return early: the case
+  // passing after the fix shows that seed 7 holds them back.
   coll::faulty<coll::inproc> t(group.transport(0), coll::fault_plan{.seed = 7, .delay_chance = 1, .max_delay = 1ms});
   while (!sent) std::this_thread::yield();
   t.wait_for_activity(coll::clock::now());  // takes the news of the message's arrival

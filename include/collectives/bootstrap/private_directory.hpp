@@ -26,13 +26,18 @@ inline std::filesystem::path private_directory_parent() {
   return "/tmp";
 }
 
+// Where the directory of the job `job` (job_name_on_this_host) is, made or not.
+inline std::filesystem::path private_directory_of(const std::string& job) {
+  return private_directory_parent() /
+         ("collectives-" + std::to_string(::getuid()) + "-" + detail::sha256_hex(job).substr(0, 24));
+}
+
 // The directory of the job `job` (job_name_on_this_host), made if it is not there yet.
 // Every rank calls this; the first one makes it. One that exists already must be a
 // directory (not a link) of this user, with no access for anyone else, or it is refused:
 // in a directory every user may write to, someone else could have made it first.
 inline std::filesystem::path open_private_directory(const std::string& job) {
-  const auto path = private_directory_parent() /
-                    ("collectives-" + std::to_string(::getuid()) + "-" + detail::sha256_hex(job).substr(0, 24));
+  const auto path = private_directory_of(job);
   if (::mkdir(path.c_str(), 0700) == 0) {
     ::chmod(path.c_str(), 0700);  // whatever the umask took away: the checks below want exactly this
   } else if (errno != EEXIST) {
