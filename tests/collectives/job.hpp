@@ -26,7 +26,7 @@ Comm join_job() {
 
 // Runs fn(world) -> std::string (empty when right) on this rank and checks it.
 template <class Comm, class Fn>
-void check_this_rank(Comm& world, int p, Fn fn) {
+void check_this_rank(Comm& world, int p, const Fn& fn) {
   REQUIRE(p == world.size());
   const std::string problem = fn(world);
   INFO("rank ", world.rank());

@@ -4,11 +4,13 @@
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
 #include <span>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <typeinfo>
 #include <vector>
@@ -133,15 +135,21 @@ std::vector<T> reduced(const std::vector<std::vector<T>>& given) {
 
 // ---- checking ------------------------------------------------------------------
 
-// Empty if `got` is bitwise equal to `want`, else where they first differ.
+// Empty if `got` is bitwise equal to `want`, else where they first differ. Compared as
+// bytes, so that the grids compile it once, not for each element type.
+inline std::string mismatch_of_bytes(std::span<const std::byte> got, std::span<const std::byte> want,
+                                     std::size_t element_size, const std::string& what) {
+  if (got.size() != want.size())
+    return what + ": size " + std::to_string(got.size() / element_size) + " != " + std::to_string(want.size() / element_size);
+  if (got.empty() || std::memcmp(got.data(), want.data(), got.size()) == 0) return {};
+  for (std::size_t at = 0; at < got.size(); at += element_size)
+    if (std::memcmp(got.data() + at, want.data() + at, element_size) != 0)
+      return what + ": first difference at element " + std::to_string(at / element_size);
+  return {};
+}
 template <class T>
 std::string mismatch(std::span<const T> got, std::span<const T> want, const std::string& what) {
-  if (got.size() != want.size())
-    return what + ": size " + std::to_string(got.size()) + " != " + std::to_string(want.size());
-  if (got.empty() || std::memcmp(got.data(), want.data(), got.size_bytes()) == 0) return {};
-  for (std::size_t i = 0; i < got.size(); ++i)
-    if (std::memcmp(&got[i], &want[i], sizeof(T)) != 0) return what + ": first difference at element " + std::to_string(i);
-  return {};
+  return mismatch_of_bytes(std::as_bytes(got), std::as_bytes(want), sizeof(T), what);
 }
 
 // ---- grids ---------------------------------------------------------------------
@@ -189,10 +197,14 @@ void each_builtin_op(F&& f) {
   }
 }
 
+inline std::string describe_point(std::string_view algorithm, const char* type, const char* op, int p, std::size_t n,
+                                  bool in_place) {
+  return std::string(algorithm) + " " + type + " " + op + " P=" + std::to_string(p) + " N=" + std::to_string(n) +
+         (in_place ? " in-place" : " out-of-place");
+}
 template <class A, class T, class Op>
 std::string describe(int p, std::size_t n, bool in_place) {
-  return std::string(A::name) + " " + typeid(T).name() + " " + typeid(Op).name() + " P=" + std::to_string(p) +
-         " N=" + std::to_string(n) + (in_place ? " in-place" : " out-of-place");
+  return describe_point(A::name, typeid(T).name(), typeid(Op).name(), p, n, in_place);
 }
 
 // Uneven per-rank counts for the v-forms: some ranks give nothing.

@@ -3,6 +3,8 @@
 // cuda/, found through the include path like the collective grids' ranks.hpp).
 #pragma once
 
+#include <functional>
+#include <string>
 #include <vector>
 
 #include <collectives/collectives.hpp>
@@ -24,9 +26,7 @@ inline comm& world() {
   return c;
 }
 
-template <class Fn>
-void on_ranks(int p, Fn fn) {
-  check_this_rank(world(), p, fn);
-}
+// Not a template, as the grids' (grid/ranks.hpp).
+inline void on_ranks(int p, const std::function<std::string(comm&)>& fn) { check_this_rank(world(), p, fn); }
 
 }  // namespace testing
