@@ -1,5 +1,6 @@
 // The calls a user makes, instantiated: each collective, blocking and not, with every
-// algorithm, on the common element types, built-in and user ops, over every transport.
+// algorithm, on the common element types, built-in and user ops over inproc, and on
+// one type and op over every other transport (every_call, at the end, says why).
 // A header compiled alone instantiates few of its templates, so their warnings show only
 // here; this source is compiled with the strict flags users may have (see
 // tests/CMakeLists.txt) and never run.
