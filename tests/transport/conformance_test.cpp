@@ -324,7 +324,7 @@ TEST_CASE_TEMPLATE_DEFINE("a receive cancelled halfway leaves its buffer alone, 
   using T = typename F::transport;
   constexpr auto declared = coll::traits_of<T>().cancel_halfway;
   std::atomic<bool> halfway{false};
-  checkpoint stuck, decided, judged;
+  checkpoint stuck, decided, settled, judged;
   run_ranks<F>(2, [&](T& t) {
     if (t.rank() == 0) {
       stuck.await();
@@ -349,6 +349,9 @@ TEST_CASE_TEMPLATE_DEFINE("a receive cancelled halfway leaves its buffer alone, 
       }
       keep_busy(t, watch_time);
       CHECK(all_untouched(got));
+      // The sender has given its send up too (shm: it told this rank it abandoned the
+      // message) before the next receive, which must still fail for this rank's break.
+      settled.await();
       bytes next = blank(64);
       auto n = F::recv(t, 1, tag(2), in(next));
       if (declared == coll::cancel_mid_transfer::link_fails) {
@@ -372,6 +375,7 @@ TEST_CASE_TEMPLATE_DEFINE("a receive cancelled halfway leaves its buffer alone, 
       decided.await();
       // Once the receiver gave up on it, the send may finish, fail, or stall until its limit.
       if (!sent) outcome(t, s, milliseconds(500));
+      settled.raise();
       if (halfway && declared == coll::cancel_mid_transfer::link_goes_on) complete_all(t, {F::send(t, 0, tag(2), out(next))});
       // A sender that left would make the next receive fail for its leaving, not for the link.
       judged.await();

@@ -216,6 +216,9 @@ bool engine::well_formed(const slot_header& s, int peer) {
 }
 
 void engine::look_at_peer(op& o) {
+  // A link this rank broke (it gave up halfway through a message) fails what is posted
+  // on it for that (matching's finish says so), whatever the peer did after hearing.
+  if (match_.link(o.peer) == link_state::broken) return;
   if (o.type != op_type::send && shared(seg_.control(o.peer, rank()).abandoned).load(std::memory_order_acquire) != 0) {
     pull(o.peer);
     notice_dead_peer();  // a peer gives up after a loss of its own: name that loss first
