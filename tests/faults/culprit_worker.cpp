@@ -22,7 +22,7 @@
 //   WRONG ... / FAILED ...                a wrong result (exit 4) or anything else (exit 5)
 // The per-call timeout is COLLECTIVES_TIMEOUT (3 s unless set); the loop gives up after
 // 400 steps. The transport is automatic_transport: collectives-run --transport picks
-// (rdma too in the build with FAULT_WORKER_WITH_RDMA, culprit_worker_rdma).
+// (rdma too where libfabric was found: the build defines FAULT_WORKER_WITH_RDMA).
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>

@@ -18,8 +18,8 @@
 // The loop gives up after COLLECTIVES_FAULT_MAX_S seconds (default 30) with FAILED,
 // so no rank can run forever. The per-call timeout is COLLECTIVES_TIMEOUT (seconds,
 // as for any communicator), 3 s unless set. The transport is automatic_transport, so
-// COLLECTIVES_TRANSPORT (collectives-run --transport) picks shm or tcp, or rdma in
-// the build with FAULT_WORKER_WITH_RDMA (fault_worker_rdma).
+// COLLECTIVES_TRANSPORT (collectives-run --transport) picks shm or tcp, or rdma where
+// libfabric was found (the build defines FAULT_WORKER_WITH_RDMA).
 #include <signal.h>
 #include <unistd.h>
 

@@ -13,11 +13,8 @@
 // docs/rdma.md).
 #pragma once
 
-#include <unistd.h>
-
 #include <chrono>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -25,10 +22,9 @@
 
 #include "../bootstrap/auth.hpp"
 #include "../bootstrap/environment.hpp"
-#include "../bootstrap/host_identity.hpp"
-#include "../bootstrap/rendezvous.hpp"
 #include "../bootstrap/store.hpp"
 #include "../communicator.hpp"
+#include "../config.hpp"
 #include "../concepts/transport.hpp"
 #include "../error.hpp"
 #include "../log.hpp"
@@ -82,36 +78,17 @@ class rdma : public transport_detail::wire_transport<rdma_detail::engine> {
       : rdma(rank, size, &store, std::move(options), spans_hosts) {}
 
   // The job `launch` describes; the store at launch.master_addr:port, as tcp meets it.
-  static rdma join(const bootstrap::launch_info& launch, const auth::job_token& given_token,
-                   rdma_options options = rdma_options::from_env()) {
-    const auth::job_token token = given_token.is_public_default() && !launch.derived_port_of_job.empty()
-                                      ? auth::job_token(given_token.secret() + "|" + launch.derived_port_of_job)
-                                      : given_token;
-    const bool spans_hosts = launch.local_size != launch.size;
-    if (launch.size == 1) return rdma(launch.rank, 1, nullptr, std::move(options), spans_hosts);
-    auto session = bootstrap::open_store(launch, token, clock::now() + options.startup_timeout);
-    return rdma(launch.rank, launch.size, session.store.get(), std::move(options), spans_hosts);
-  }
+  COLLECTIVES_DECL static rdma join(const bootstrap::launch_info& launch, const auth::job_token& given_token,
+                                    rdma_options options = rdma_options::from_env());
 
   // The job as the launcher described it, and COLLECTIVES_JOB_TOKEN.
-  static rdma from_env(rdma_options options = rdma_options::from_env()) {
-    const auto launch = bootstrap::detect_launch();
-    return join(launch, auth::job_token::from_env(bootstrap::warns_of_default_token(launch)), std::move(options));
-  }
+  COLLECTIVES_DECL static rdma from_env(rdma_options options = rdma_options::from_env());
 
   rdma(rdma&&) noexcept = default;
   rdma& operator=(rdma&&) noexcept = default;
 
   // The provider, fabric and domain, and how messages move.
-  std::string describe() const {
-    const auto& f = wire_->fabric();
-    std::string s = "rdma rank " + std::to_string(rank()) + " of " + std::to_string(size()) + " over libfabric provider " +
-                    f.provider() + " (fabric " + f.fabric_name() + ", domain " + f.domain_name() + "); messages up to " +
-                    std::to_string(wire_->limits().eager_bytes) + " bytes are sent whole, larger ones read by their receiver; ";
-    s += wire_->keeps_registrations() ? "user buffers stay registered between calls"
-                                      : "user buffers are registered for each transfer (no memory monitor here)";
-    return s;
-  }
+  COLLECTIVES_DECL std::string describe() const;
   // libfabric's name of the provider in use.
   std::string provider() const { return wire_->fabric().provider(); }
   // The registration cache's counts: hits, misses, invalidated, evicted.
@@ -121,13 +98,7 @@ class rdma : public transport_detail::wire_transport<rdma_detail::engine> {
   bool keeps_registrations() const { return wire_->keeps_registrations(); }
 
  private:
-  rdma(int rank, int size, bootstrap::key_value_store* store, rdma_options options, bool spans_hosts)
-      : wire_transport(std::make_unique<rdma_detail::engine>(checked_rank(rank, size), size,
-                                                             rdma_detail::choose_provider(options.provider, spans_hosts),
-                                                             options.limits)) {
-    if (size > 1) meet(*store, clock::now() + options.startup_timeout);
-    if (log::enabled(log::level::info)) log::info(describe());
-  }
+  COLLECTIVES_DECL rdma(int rank, int size, bootstrap::key_value_store* store, rdma_options options, bool spans_hosts);
 
   static int checked_rank(int rank, int size) {
     if (size < 1 || rank < 0 || rank >= size)
@@ -137,57 +108,22 @@ class rdma : public transport_detail::wire_transport<rdma_detail::engine> {
 
   // Publishes this rank's endpoint address, place and process; reads every other
   // rank's; greets them all.
-  void meet(bootstrap::key_value_store& store, deadline until) {
-    // Every rank creates its communicators in the same order, so each one's count
-    // names the same group on every rank, even in a store that outlives a group.
-    const auto generation = store.add("collectives/rdma/communicators/" + std::to_string(rank()), 1);
-    const std::string prefix = "collectives/rdma/" + std::to_string(generation) + "/";
-    // A peer's pid is watched only where it means the same process; "-" where unknown.
-    std::string place = bootstrap::pid_space_identity();
-    if (place.empty()) place = "-" + std::to_string(rank());
-    store.set(prefix + std::to_string(rank()), place + " " + std::to_string(::getpid()) + " " + to_hex(wire_->address()));
-    const auto ranks = std::size_t(size());
-    std::vector<std::string> addresses(ranks);
-    std::vector<rdma_detail::peer_place> places(ranks);
-    for (int r = 0; r < size(); ++r) {
-      std::istringstream in(store.get(prefix + std::to_string(r), until));
-      std::string hex;
-      if (!(in >> places[std::size_t(r)].host >> places[std::size_t(r)].pid >> hex) || !from_hex(hex, addresses[std::size_t(r)]))
-        throw error(errc::protocol_error, "rdma: rank " + std::to_string(r) + " published no endpoint address in the store");
-    }
-    wire_->connect(addresses, places, place);
-    greet_everyone({reserved_call::rdma_hello, 0}, until);
-  }
-
-  static std::string to_hex(const std::string& bytes) {
-    static const char digits[] = "0123456789abcdef";
-    std::string s;
-    for (const char c : bytes) {
-      const auto b = static_cast<unsigned char>(c);
-      s += {digits[b >> 4], digits[b & 15]};
-    }
-    return s;
-  }
-  static bool from_hex(const std::string& hex, std::string& bytes) {
-    auto value = [](char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1; };
-    if (hex.size() % 2 != 0) return false;
-    bytes.clear();
-    for (std::size_t i = 0; i < hex.size(); i += 2) {
-      const int hi = value(hex[i]), lo = value(hex[i + 1]);
-      if (hi < 0 || lo < 0) return false;
-      bytes += char(hi * 16 + lo);
-    }
-    return true;
-  }
+  COLLECTIVES_DECL void meet(bootstrap::key_value_store& store, deadline until);
+  COLLECTIVES_DECL static std::string to_hex(const std::string& bytes);
+  COLLECTIVES_DECL static bool from_hex(const std::string& hex, std::string& bytes);
 };
 
 namespace rdma_detail {
 // automatic_transport offers rdma in every program that includes this header.
-inline std::unique_ptr<transport_detail::plugged_transport> join_for_automatic(const bootstrap::launch_info& launch,
-                                                                               const auth::job_token& token) {
-  return std::make_unique<transport_detail::plugged<rdma>>(rdma::join(launch, token));
-}
+// Defined with the rest of rdma's start-up (rdma.ipp): with separate compilation,
+// this reference is what links it in.
+COLLECTIVES_DECL std::unique_ptr<transport_detail::plugged_transport> join_for_automatic(const bootstrap::launch_info& launch,
+                                                                                         const auth::job_token& token);
 inline const bool plugged_into_automatic = (transport_detail::rdma_socket() = {&join_for_automatic, &hardware_present}, true);
 }  // namespace rdma_detail
 
 }  // namespace collectives
+
+#if !defined(COLLECTIVES_SEPARATE_COMPILATION)
+#include "rdma.ipp"
+#endif

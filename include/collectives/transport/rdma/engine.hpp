@@ -32,6 +32,7 @@
 #include <string_view>
 #include <vector>
 
+#include "../../config.hpp"
 #include "../../error.hpp"
 #include "../../log.hpp"
 #include "../detail/matching.hpp"
@@ -83,10 +84,10 @@ inline constexpr std::uint32_t no_probe = UINT32_MAX;
 
 class engine {
  public:
-  inline engine(int rank, int size, info_ptr provider, engine_limits limits);
+  COLLECTIVES_DECL engine(int rank, int size, info_ptr provider, engine_limits limits);
   engine(const engine&) = delete;
   engine& operator=(const engine&) = delete;
-  inline ~engine();
+  COLLECTIVES_DECL ~engine();
 
   int rank() const { return match_.rank(); }
   int size() const { return match_.size(); }
@@ -97,16 +98,16 @@ class engine {
   bool keeps_registrations() const { return cache_->keeps_registrations(); }
 
   // Every rank's address and place, in rank order (this rank's among them).
-  inline void connect(const std::vector<std::string>& addresses, const std::vector<peer_place>& places,
+  COLLECTIVES_DECL void connect(const std::vector<std::string>& addresses, const std::vector<peer_place>& places,
                       const std::string& this_place);
 
-  inline std::uint32_t post_send(int peer, message_tag tag, std::span<const std::byte> data);
-  inline std::uint32_t post_recv(int peer, message_tag tag, std::span<std::byte> into);
-  inline std::uint32_t post_recv_reduce(int peer, message_tag tag, std::size_t bytes, std::size_t granule, chunk_sink sink);
+  COLLECTIVES_DECL std::uint32_t post_send(int peer, message_tag tag, std::span<const std::byte> data);
+  COLLECTIVES_DECL std::uint32_t post_recv(int peer, message_tag tag, std::span<std::byte> into);
+  COLLECTIVES_DECL std::uint32_t post_recv_reduce(int peer, message_tag tag, std::size_t bytes, std::size_t granule, chunk_sink sink);
   bool test(std::uint32_t& slot) { return match_.finish(slot); }
-  inline bool wait_for_activity(deadline until);
-  inline void cancel(std::uint32_t& slot) noexcept;
-  inline void abort();
+  COLLECTIVES_DECL bool wait_for_activity(deadline until);
+  COLLECTIVES_DECL void cancel(std::uint32_t& slot) noexcept;
+  COLLECTIVES_DECL void abort();
   void note_own_failure(std::string_view what) { match_.note_own_failure(what); }
 
  private:
@@ -190,48 +191,48 @@ class engine {
   };
 
   // ---- buffers and sending --------------------------------------------------------
-  inline void grow(buffer_pool& pool, std::size_t count, std::uint64_t access);
-  inline std::uint32_t take_send_buffer();
+  COLLECTIVES_DECL void grow(buffer_pool& pool, std::size_t count, std::uint64_t access);
+  COLLECTIVES_DECL std::uint32_t take_send_buffer();
   // Sends `length` bytes of send buffer `index` to `peer` (after what waits for the
   // provider, in order).
-  inline void send(int peer, std::uint32_t index, std::size_t length);
-  inline bool post_one_send(int peer, std::uint32_t index, std::size_t length);
+  COLLECTIVES_DECL void send(int peer, std::uint32_t index, std::size_t length);
+  COLLECTIVES_DECL bool post_one_send(int peer, std::uint32_t index, std::size_t length);
   // A message taken on arrival; returns its send buffer.
-  inline std::uint32_t send_control(int peer, header h, std::string_view text = {});
+  COLLECTIVES_DECL std::uint32_t send_control(int peer, header h, std::string_view text = {});
   // An ordered message (its header's seq is set as it leaves).
-  inline void send_in_order(int peer, std::uint32_t index, std::size_t length, std::uint64_t id);
-  inline void send_queued(int peer);
-  inline void post_receive(std::uint32_t index);
+  COLLECTIVES_DECL void send_in_order(int peer, std::uint32_t index, std::size_t length, std::uint64_t id);
+  COLLECTIVES_DECL void send_queued(int peer);
+  COLLECTIVES_DECL void post_receive(std::uint32_t index);
 
   // ---- progress -------------------------------------------------------------------
-  inline bool progress();
-  inline bool is_news(const fi_cq_tagged_entry& e) const;  // a message taken on arrival
-  inline void completed(const fi_cq_tagged_entry& e);
-  inline void failed(const fi_cq_err_entry& e, const std::string& why);
-  inline void arrived(int peer, std::span<const std::byte> message);
+  COLLECTIVES_DECL bool progress();
+  COLLECTIVES_DECL bool is_news(const fi_cq_tagged_entry& e) const;  // a message taken on arrival
+  COLLECTIVES_DECL void completed(const fi_cq_tagged_entry& e);
+  COLLECTIVES_DECL void failed(const fi_cq_err_entry& e, const std::string& why);
+  COLLECTIVES_DECL void arrived(int peer, std::span<const std::byte> message);
   // Takes the peer's ordered messages that are next, while it can.
-  inline void take_waiting(int peer);
+  COLLECTIVES_DECL void take_waiting(int peer);
   // Takes one ordered message; false if it must wait (held for want of its receive).
-  inline bool take(int peer, const header& h, std::span<const std::byte> payload);
-  inline void take_news(int peer, const header& h, std::span<const std::byte> payload);
+  COLLECTIVES_DECL bool take(int peer, const header& h, std::span<const std::byte> payload);
+  COLLECTIVES_DECL void take_news(int peer, const header& h, std::span<const std::byte> payload);
 
   // ---- announced messages ---------------------------------------------------------
-  inline void start_reading(int peer, const header& h, std::span<const std::byte> first);
-  inline void read_more(int peer);
-  inline void slice_read(int peer, std::uint32_t which);
-  inline void finish_reading(int peer, outcome how);
-  inline void answered(int peer, const header& h);
-  inline void answer(int peer, std::uint64_t id, outcome how);  // `done`
+  COLLECTIVES_DECL void start_reading(int peer, const header& h, std::span<const std::byte> first);
+  COLLECTIVES_DECL void read_more(int peer);
+  COLLECTIVES_DECL void slice_read(int peer, std::uint32_t which);
+  COLLECTIVES_DECL void finish_reading(int peer, outcome how);
+  COLLECTIVES_DECL void answered(int peer, const header& h);
+  COLLECTIVES_DECL void answer(int peer, std::uint64_t id, outcome how);  // `done`
 
   // ---- health ---------------------------------------------------------------------
-  inline void lost(int peer, std::string why);
-  inline void watch_peers();
-  inline void tell_abort();
-  inline void tell_first_failure();
-  inline void tell_failure(const failure& f);
+  COLLECTIVES_DECL void lost(int peer, std::string why);
+  COLLECTIVES_DECL void watch_peers();
+  COLLECTIVES_DECL void tell_abort();
+  COLLECTIVES_DECL void tell_first_failure();
+  COLLECTIVES_DECL void tell_failure(const failure& f);
   // Gives up the endpoint: every transfer stops touching memory, every link is broken.
-  inline void shut_endpoint(const std::string& why);
-  inline void say_goodbye() noexcept;
+  COLLECTIVES_DECL void shut_endpoint(const std::string& why);
+  COLLECTIVES_DECL void say_goodbye() noexcept;
   bool open(int peer) const { return match_.link(peer) == link_state::open; }
   std::string rank_name(int peer) const { return "rank " + std::to_string(peer); }
 
@@ -251,7 +252,7 @@ class engine {
       if (ep) ep->shut();  // first: no more arrivals into the buffers
     }
   };
-  inline void park_until_group_closed();
+  COLLECTIVES_DECL void park_until_group_closed();
 
   matching match_;
   engine_limits limits_;
@@ -279,5 +280,6 @@ class engine {
 
 }  // namespace collectives::rdma_detail
 
-// Always inline: collectives::compiled is built without libfabric.
+#if !defined(COLLECTIVES_SEPARATE_COMPILATION)
 #include "engine.ipp"
+#endif

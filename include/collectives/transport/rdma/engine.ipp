@@ -1,4 +1,5 @@
-// The rdma engine's member functions (engine.hpp).
+// The rdma engine's member functions (engine.hpp): inline in header-only use, compiled
+// once into collectives::compiled with COLLECTIVES_SEPARATE_COMPILATION.
 #pragma once
 
 #include <poll.h>
