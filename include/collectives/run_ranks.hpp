@@ -52,4 +52,8 @@ void run_ranks(int size, Fn&& fn, std::chrono::milliseconds timeout = default_ti
   if (first) std::rethrow_exception(first);
 }
 
+#if defined(COLLECTIVES_SEPARATE_COMPILATION)
+extern template class executor_core<inproc>;  // compiled in the library (impl/src.hpp)
+#endif
+
 }  // namespace collectives

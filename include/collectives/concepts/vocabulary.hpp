@@ -36,8 +36,9 @@ inline constexpr std::uint64_t rdma_hello = UINT64_MAX - 1;  // rdma's
 // of the message in order, each a whole number of `granule` bytes, `offset` bytes
 // into the message. A plain pointer and function, so posting it allocates nothing.
 struct chunk_sink {
+  using consume_function = void (*)(void* context, std::size_t offset, std::span<const std::byte> piece);
   void* context = nullptr;
-  void (*consume)(void* context, std::size_t offset, std::span<const std::byte> piece) = nullptr;
+  consume_function consume = nullptr;
   void operator()(std::size_t offset, std::span<const std::byte> piece) const { consume(context, offset, piece); }
 };
 

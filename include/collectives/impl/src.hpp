@@ -1,8 +1,8 @@
 // The compiled part of the library, for separate compilation as Boost.Asio offers it:
-// the start-up and the transports' engines. Include this in exactly one source file of
-// a program whose every translation unit defines COLLECTIVES_SEPARATE_COMPILATION (the
-// collectives::compiled target is that file, built once, with the definition passed on
-// to whatever links it).
+// the start-up, the transports' engines and the executor's core over each built-in
+// transport. Include this in exactly one source file of a program whose every
+// translation unit defines COLLECTIVES_SEPARATE_COMPILATION (the collectives::compiled
+// target is that file, built once, with the definition passed on to whatever links it).
 #pragma once
 
 #if !defined(COLLECTIVES_SEPARATE_COMPILATION)
@@ -14,3 +14,12 @@
 #include "../transport/shm/engine.ipp"
 #include "../transport/tcp.ipp"
 #include "../transport/tcp/engine.ipp"
+#include "../run_ranks.hpp"
+
+// The executor's core over each built-in transport (the headers declare them extern).
+namespace collectives {
+template class executor_core<inproc>;
+template class executor_core<shm>;
+template class executor_core<tcp>;
+template class executor_core<automatic_transport>;
+}  // namespace collectives

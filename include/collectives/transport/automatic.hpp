@@ -157,6 +157,10 @@ class automatic_transport {
 
 }  // namespace collectives
 
-#if !defined(COLLECTIVES_SEPARATE_COMPILATION)
+#if defined(COLLECTIVES_SEPARATE_COMPILATION)
+namespace collectives {
+extern template class executor_core<automatic_transport>;  // compiled in the library (impl/src.hpp)
+}  // namespace collectives
+#else
 #include "automatic.ipp"
 #endif

@@ -138,6 +138,10 @@ class shm : public transport_detail::wire_transport<shm_detail::engine> {
 
 }  // namespace collectives
 
-#if !defined(COLLECTIVES_SEPARATE_COMPILATION)
+#if defined(COLLECTIVES_SEPARATE_COMPILATION)
+namespace collectives {
+extern template class executor_core<shm>;  // compiled in the library (impl/src.hpp)
+}  // namespace collectives
+#else
 #include "shm.ipp"
 #endif

@@ -134,6 +134,10 @@ class tcp : public transport_detail::wire_transport<tcp_detail::engine> {
 
 }  // namespace collectives
 
-#if !defined(COLLECTIVES_SEPARATE_COMPILATION)
+#if defined(COLLECTIVES_SEPARATE_COMPILATION)
+namespace collectives {
+extern template class executor_core<tcp>;  // compiled in the library (impl/src.hpp)
+}  // namespace collectives
+#else
 #include "tcp.ipp"
 #endif
