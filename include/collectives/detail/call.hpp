@@ -169,20 +169,19 @@ void run_plan(communicator<Tr>& comm, const schedule& plan, const call_context& 
   });
 }
 
-// Plans the call with Algorithm and runs it on this rank.
-template <class Algorithm, class Space = host_memory, class Kind, transport Tr, class T, class Op>
-void run(communicator<Tr>& comm, const char* call, Kind kind, plan_request req, const T* input, T* output, Op& op) {
-  static_assert(std::is_trivially_copyable_v<T>,
-                "collectives: the element type must be trivially copyable (it travels as bytes)");
+// The plan of one call of this rank: the call check, the hosts and link figures the
+// algorithm plans by, and the plan cache. The element type and op enter only through
+// `req` and `op_fingerprint`, so this is compiled once per algorithm, kind and
+// transport. A plan the cache does not keep goes to `uncached`.
+template <class Algorithm, class Kind, transport Tr>
+const schedule& plan_call(communicator<Tr>& comm, const char* call, Kind kind, plan_request& req,
+                          std::uint64_t op_fingerprint, schedule& uncached) {
   req.rank = comm.rank();
   req.size = comm.size();
-  req.element_size = sizeof(T);
-  req.finalize = has_finalize<Op, T>;
-  req.commutative = is_commutative_v<Op>;
   req.costs = req.on_host_costs = costs_of(comm.transport());
-  auto turn = comm.exclusive();
   if (comm.checks_calls())  // all_to_allv's counts differ by rank by design
-    check_same_call<Algorithm, Op>(comm, call, req, !std::is_same_v<Kind, kind::all_to_allv>);
+    check_same_call(comm, call, req, op_fingerprint, type_fingerprint<Algorithm>(),
+                    !std::is_same_v<Kind, kind::all_to_allv>);
   if constexpr (plans_by_hosts<Algorithm, Kind>) req.hosts = hosts_of(comm, call);
   if constexpr (requires { Algorithm::chosen_name(kind, req); }) {  // it picks by the link costs
     const link_classes& links = link_classes_of(comm, call);
@@ -193,11 +192,21 @@ void run(communicator<Tr>& comm, const char* call, Kind kind, plan_request req, 
     }
   }
   log_algorithm<Algorithm>(comm, call, kind, req);
+  if (!plan_cache::keeps(req)) return uncached = Algorithm::plan(kind, req);
+  return comm.plans().find_or_make(plan_cache::key_of<Algorithm, Kind>(req), [&] { return Algorithm::plan(kind, req); });
+}
+
+// Plans the call with Algorithm and runs it on this rank.
+template <class Algorithm, class Space = host_memory, class Kind, transport Tr, class T, class Op>
+void run(communicator<Tr>& comm, const char* call, Kind kind, plan_request req, const T* input, T* output, Op& op) {
+  static_assert(std::is_trivially_copyable_v<T>,
+                "collectives: the element type must be trivially copyable (it travels as bytes)");
+  req.element_size = sizeof(T);
+  req.finalize = has_finalize<Op, T>;
+  req.commutative = is_commutative_v<Op>;
+  auto turn = comm.exclusive();
   schedule uncached;  // a plan the cache does not keep lives for this call only
-  const schedule& plan =
-      plan_cache::keeps(req)
-          ? comm.plans().find_or_make(plan_cache::key_of<Algorithm, Kind>(req), [&] { return Algorithm::plan(kind, req); })
-          : (uncached = Algorithm::plan(kind, req));
+  const schedule& plan = plan_call<Algorithm>(comm, call, kind, req, type_fingerprint<Op>(), uncached);
   run_plan<Space>(comm, plan, call_context::starting_now(call, comm.next_call(), comm.timeout()), input, output, op);
 }
 

@@ -57,14 +57,16 @@ inline std::string difference(const call_signature& theirs, const call_signature
   return {};
 }
 
-template <class Algorithm, class Op, transport Tr>
-void check_same_call(communicator<Tr>& comm, const char* call, const plan_request& req, bool counts_must_agree) {
+// `op` and `algorithm`: the fingerprints of their types.
+template <transport Tr>
+void check_same_call(communicator<Tr>& comm, const char* call, const plan_request& req, std::uint64_t op,
+                     std::uint64_t algorithm, bool counts_must_agree) {
   call_signature mine;
   std::strncpy(mine.call, call, sizeof mine.call - 1);
   mine.count = req.count;
   if (counts_must_agree) mine.counts = fingerprint(std::as_bytes(req.counts));
-  mine.op = type_fingerprint<Op>();
-  mine.algorithm = type_fingerprint<Algorithm>();
+  mine.op = op;
+  mine.algorithm = algorithm;
   mine.element_size = static_cast<std::uint32_t>(req.element_size);
   mine.root = req.root;
 
