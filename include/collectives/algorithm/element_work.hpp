@@ -126,4 +126,33 @@ class typed_element_work final : public element_work {
   owned_memory scratch_{}, staging_{};
 };
 
+// Elements of `element_size` bytes that are only moved, never combined: the work of
+// the library's own exchanges (the call check, the hosts, the link figures). A reduce
+// step, should a plan have one, keeps its first operand, as no_reduce does.
+class moved_bytes_work final : public element_work {
+ public:
+  explicit moved_bytes_work(std::size_t element_size) noexcept : element_work(element_size, false, false) {}
+
+  void copy(std::byte* dst, const std::byte* src, std::size_t count) override {
+    if (count != 0 && dst != src) std::memcpy(dst, src, count * element_size);
+  }
+  void combine(std::byte* dst, const std::byte* received, std::size_t count, operand_order order) override {
+    if (order == operand_order::received_first) copy(dst, received, count);
+  }
+  void finalize(std::byte*, std::size_t, int) override {}
+  std::byte* memory(room, std::size_t count, reusable_host_memory& reusable) override {
+    return count == 0 ? nullptr : reusable.get(count * element_size);
+  }
+  void synchronize(deadline) override {}
+  chunk_sink::consume_function fused_reduce() const noexcept override { return &keep_first; }
+  void* op_address() noexcept override { return nullptr; }
+
+ private:
+  static void keep_first(void* target, std::size_t offset, std::span<const std::byte> piece) {
+    const auto& t = *static_cast<const fused_target*>(target);
+    if (t.order == operand_order::received_first)
+      std::memcpy(static_cast<std::byte*>(t.dst) + offset, piece.data(), piece.size());
+  }
+};
+
 }  // namespace collectives

@@ -14,9 +14,10 @@
 #include <vector>
 
 #include "../algorithm/direct.hpp"
-#include "../algorithm/executor.hpp"
+#include "../algorithm/executor_core.hpp"
 #include "../communicator.hpp"
 #include "../error.hpp"
+#include "exchange.hpp"
 
 namespace collectives::detail {
 
@@ -72,12 +73,9 @@ void check_same_call(communicator<Tr>& comm, const char* call, const plan_reques
 
   std::vector<call_signature> all(static_cast<std::size_t>(comm.size()));
   const schedule plan = direct::plan(kind::all_gather{}, {.rank = comm.rank(), .size = comm.size(), .count = 1});
-  no_reduce none;
-  executor_workspace<typename Tr::request> room;  // the check may run while a call it checks is being started
   const auto ctx = call_context::starting_now(call, comm.next_call(), comm.timeout());
   try {
-    executor<Tr, call_signature, no_reduce>(plan, comm.transport(), {&mine, all.data()}, none, room)
-        .run(ctx, [&] { return comm.progress_in_flight(); });
+    exchange(comm, plan, &mine, all.data(), sizeof mine, ctx);
   } catch (const error& e) {
     if (e.code() != errc::timeout) throw;
     // The executor would describe the check's own exchange ("to receive from rank 2

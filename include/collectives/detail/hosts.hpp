@@ -10,11 +10,12 @@
 #include <vector>
 
 #include "../algorithm/direct.hpp"
-#include "../algorithm/executor.hpp"
+#include "../algorithm/executor_core.hpp"
 #include "../bootstrap/host_identity.hpp"
 #include "../communicator.hpp"
 #include "../log.hpp"
 #include "call_check.hpp"
+#include "exchange.hpp"
 
 namespace collectives::detail {
 
@@ -60,10 +61,7 @@ std::span<const int> hosts_of(communicator<Tr>& comm, const char* call) {
   const std::uint64_t mine = host_fingerprint();
   std::vector<std::uint64_t> all(static_cast<std::size_t>(comm.size()));
   const schedule plan = direct::plan(kind::all_gather{}, {.rank = comm.rank(), .size = comm.size(), .count = 1});
-  no_reduce none;
-  executor_workspace<typename Tr::request> room;
-  executor<Tr, std::uint64_t, no_reduce>(plan, comm.transport(), {&mine, all.data()}, none, room)
-      .run(call_context::starting_now(call, comm.next_call(), comm.timeout()), [&] { return comm.progress_in_flight(); });
+  exchange(comm, plan, &mine, all.data(), sizeof mine, call_context::starting_now(call, comm.next_call(), comm.timeout()));
   known = number_hosts(all);
   if (comm.rank() == 0 && log::enabled(log::level::info)) log::info("rank 0: " + describe_hosts(known));
   return known;

@@ -17,13 +17,14 @@
 #include <vector>
 
 #include "../algorithm/direct.hpp"
-#include "../algorithm/executor.hpp"
+#include "../algorithm/executor_core.hpp"
 #include "../communicator.hpp"
 #include "../error.hpp"
 #include "../log.hpp"
 #include "../settings.hpp"
 #include "call_check.hpp"
 #include "cost_file.hpp"
+#include "exchange.hpp"
 #include "hosts.hpp"
 
 namespace collectives::detail {
@@ -47,10 +48,8 @@ struct shared_costs {
 template <transport Tr>
 double timed_run(communicator<Tr>& comm, const schedule& plan, const std::vector<std::byte>& out, std::vector<std::byte>& in,
                  const char* call, std::uint64_t number, executor_workspace<typename Tr::request>& room) {
-  no_reduce none;
   const auto start = std::chrono::steady_clock::now();
-  executor<Tr, std::byte, no_reduce>(plan, comm.transport(), {out.data(), in.data()}, none, room)
-      .run(call_context::starting_now(call, number, comm.timeout()), [&] { return comm.progress_in_flight(); });
+  exchange(comm, plan, out.data(), in.data(), 1, call_context::starting_now(call, number, comm.timeout()), room);
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
@@ -207,11 +206,7 @@ const link_classes& link_classes_of(communicator<Tr>& comm, const char* call) {
   const shared_costs mine = find_costs(comm, call);
   shared_costs agreed;
   const schedule plan = direct::plan(kind::broadcast{}, {.rank = comm.rank(), .size = comm.size(), .count = sizeof(shared_costs)});
-  no_reduce none;
-  executor_workspace<typename Tr::request> room;
-  executor<Tr, std::byte, no_reduce>(plan, comm.transport(),
-                                     {reinterpret_cast<const std::byte*>(&mine), reinterpret_cast<std::byte*>(&agreed)}, none, room)
-      .run(call_context::starting_now(call, comm.next_call(), comm.timeout()), [&] { return comm.progress_in_flight(); });
+  exchange(comm, plan, &mine, &agreed, 1, call_context::starting_now(call, comm.next_call(), comm.timeout()));
   if (agreed.source < 0)
     throw error(errc::invalid_config, std::string(agreed.failure) + (comm.rank() == 0 ? "" : " (read by rank 0)"));
   return known.emplace(agreed.classes);
