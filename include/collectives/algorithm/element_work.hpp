@@ -57,8 +57,8 @@ class element_work {
  public:
   enum class room { scratch, staging };
 
-  element_work(std::size_t element_size, bool device, bool finalizes) noexcept
-      : element_size(element_size), device(device), finalizes(finalizes) {}
+  element_work(std::size_t bytes_each, bool on_device, bool has_finalize_step) noexcept
+      : element_size(bytes_each), device(on_device), finalizes(has_finalize_step) {}
   element_work(const element_work&) = delete;
   element_work& operator=(const element_work&) = delete;
 
@@ -131,7 +131,7 @@ class typed_element_work final : public element_work {
 // step, should a plan have one, keeps its first operand, as no_reduce does.
 class moved_bytes_work final : public element_work {
  public:
-  explicit moved_bytes_work(std::size_t element_size) noexcept : element_work(element_size, false, false) {}
+  explicit moved_bytes_work(std::size_t bytes_each) noexcept : element_work(bytes_each, false, false) {}
 
   void copy(std::byte* dst, const std::byte* src, std::size_t count) override {
     if (count != 0 && dst != src) std::memcpy(dst, src, count * element_size);

@@ -9,3 +9,8 @@
 #endif
 
 #include "../transport/rdma.ipp"
+
+// The executor's core over rdma (the header declares it extern).
+namespace collectives {
+template class executor_core<rdma>;
+}  // namespace collectives

@@ -124,6 +124,10 @@ inline const bool plugged_into_automatic = (transport_detail::rdma_socket() = {&
 
 }  // namespace collectives
 
-#if !defined(COLLECTIVES_SEPARATE_COMPILATION)
+#if defined(COLLECTIVES_SEPARATE_COMPILATION)
+namespace collectives {
+extern template class executor_core<rdma>;  // compiled in the library (impl/rdma_src.hpp)
+}  // namespace collectives
+#else
 #include "rdma.ipp"
 #endif
