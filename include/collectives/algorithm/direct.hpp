@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "../concepts/algorithm.hpp"
+#include "../config.hpp"
 #include "schedule.hpp"
 
 namespace collectives {
@@ -30,37 +31,12 @@ struct direct {
   static constexpr bool preserves_rank_order = true;
   static constexpr direct_policy policy{};
 
-  static schedule plan(kind::broadcast, const plan_request& req) {
-    schedule s;
-    const region in{buffer_id::input, 0, req.count}, out{buffer_id::output, 0, req.count};
-    if (req.rank != req.root) {
-      s.recv(req.root, 0, out);
-      return s;
-    }
-    s.copy(out, in);
-    for (int q = 0; q < req.size; ++q)
-      if (q != req.root) s.send(q, 0, in);
-    return s;
-  }
+  COLLECTIVES_DECL static schedule plan(kind::broadcast, const plan_request& req);
 
-  static schedule plan(kind::reduce, const plan_request& req) {
-    schedule s;
-    const region in{buffer_id::input, 0, req.count};
-    if (req.rank != req.root) {
-      s.send(req.root, 0, in);
-      return s;
-    }
-    const region out{buffer_id::output, 0, req.count};
-    const op_id init = s.copy(out, in);
-    const auto parts = receive_parts(s, req, [&](int) { return req.count; }, 0);
-    finish(s, req, out, combine_in_rank_order(s, req.rank, out, parts, init));
-    return s;
-  }
+  COLLECTIVES_DECL static schedule plan(kind::reduce, const plan_request& req);
 
   // Small buffers in one round, larger ones in two (see direct_policy).
-  static schedule plan(kind::all_reduce, const plan_request& req) {
-    return runs_in_one_round(req) ? all_reduce_in_one_round(req) : all_reduce_in_two_rounds(req);
-  }
+  COLLECTIVES_DECL static schedule plan(kind::all_reduce, const plan_request& req);
 
   // The same on every rank: it depends only on the count and the element size.
   static bool runs_in_one_round(const plan_request& req) {
@@ -75,132 +51,31 @@ struct direct {
   // at once: x_q is the left operand of chunks q+1..P-1 (q from P-2 down to 0), then
   // the right operand of chunks 0..q-1 (q from 1 up): 2(P-1) reduces, not P-1 per
   // chunk. It accumulates in scratch, as an in-place output is the input being sent.
-  static schedule all_reduce_in_one_round(const plan_request& req) {
-    const int p = req.size, r = req.rank;
-    const std::size_t n = req.count, others = std::size_t(p - 1);
-    auto chunk_begin = [&](int c) { return plan::even_chunk(n, p, c).offset; };  // chunk_begin(p) == n
-    auto elements = [](region whole, std::size_t begin, std::size_t end) {
-      return region{whole.buffer, whole.offset + begin, end - begin};
-    };
-    schedule s;
-    // Reserved so that planning a small call allocates each vector once: 2(P-1)
-    // messages; a chain of at most P copies and 2(P-1) reduces, each after two steps;
-    // the output copy after P-1 sends and the chain; finalize after the output copy.
-    const std::size_t chain_steps = others + 1 + 2 * others;
-    s.ops.reserve(2 * others + chain_steps + 2);
-    s.deps.reserve(2 * chain_steps + others + 1 + 1);
-    // Scratch: the accumulator, then one slot per other rank, in rank order.
-    const region input{buffer_id::input, 0, n}, acc = s.reserve_scratch(n);
-    s.reserve_scratch(others * n);
-    auto part = [&](int q) {  // rank q's whole input, as this rank has it
-      return q == r ? input : region{buffer_id::scratch, n * std::size_t(q < r ? q + 1 : q), n};
-    };
-    std::vector<op_id> arrived(std::size_t(p), no_dependency);  // [q]: the receive of part(q)
-    std::vector<op_id> output_gate;                     // every send, then the last combine
-    output_gate.reserve(others + 1);
-    for (int q = 0; q < p; ++q) {
-      if (q == r) continue;
-      arrived[std::size_t(q)] = s.recv(q, 0, part(q));
-      output_gate.push_back(s.send(q, 0, input));
-    }
-    // One chain of local steps, each after the part it reads has arrived. Empty ranges
-    // are left out (at small counts most chunks are empty).
-    op_id last = no_dependency;
-    auto combine = [&](int q, std::size_t begin, std::size_t end, operand_order order) {
-      if (begin < end)
-        last = s.reduce(elements(acc, begin, end), elements(part(q), begin, end), order, {last, arrived[std::size_t(q)]});
-    };
-    for (int c = 0; c < p; ++c)  // chunk c starts from its owner's part
-      if (chunk_begin(c) < chunk_begin(c + 1))
-        last = s.copy(elements(acc, chunk_begin(c), chunk_begin(c + 1)),
-                      elements(part(c), chunk_begin(c), chunk_begin(c + 1)), {last, arrived[std::size_t(c)]});
-    for (int q = p - 2; q >= 0; --q) combine(q, chunk_begin(q + 1), n, operand_order::received_first);
-    for (int q = 1; q < p; ++q) combine(q, 0, chunk_begin(q), operand_order::received_last);
-    output_gate.push_back(last);
-    const region out{buffer_id::output, 0, n};
-    const op_id written = s.add({.kind = op_kind::copy, .dst = out, .src = acc}, output_gate);
-    finish(s, req, out, written);
-    return s;
-  }
+  COLLECTIVES_DECL static schedule all_reduce_in_one_round(const plan_request& req);
 
   // Two rounds: a reduce-scatter in which the owner of chunk c combines it, then an
   // all-gather of the finished chunks.
-  static schedule all_reduce_in_two_rounds(const plan_request& req) {
-    std::vector<std::size_t> counts(std::size_t(req.size));
-    for (int c = 0; c < req.size; ++c) counts[std::size_t(c)] = plan::even_chunk(req.count, req.size, c).count;
-    const auto displ = plan::displacements(counts);
-    auto chunk = [&](buffer_id b, int c) { return region{b, displ[std::size_t(c)], counts[std::size_t(c)]}; };
-    const int r = req.rank;
-    schedule s;
-    // Reduce-scatter: rank c gathers and combines chunk c.
-    std::vector<op_id> scattered(std::size_t(req.size), no_dependency);
-    for (int q = 0; q < req.size; ++q)
-      if (q != r) scattered[std::size_t(q)] = s.send(q, 0, chunk(buffer_id::input, q));
-    const op_id init = s.copy(chunk(buffer_id::output, r), chunk(buffer_id::input, r));
-    const auto parts = receive_parts(s, req, [&](int) { return counts[std::size_t(r)]; }, 0);
-    const op_id own = finish(s, req, chunk(buffer_id::output, r),
-                             combine_in_rank_order(s, r, chunk(buffer_id::output, r), parts, init));
-    // All-gather: every owner sends its finished chunk to everyone. A receive may
-    // overwrite its chunk only after the input there was sent (in-place calls).
-    for (int q = 0; q < req.size; ++q) {
-      if (q == r) continue;
-      s.send(q, 1, chunk(buffer_id::output, r), {own});
-      s.recv(q, 1, chunk(buffer_id::output, q), {scattered[std::size_t(q)]});
-    }
-    return s;
-  }
+  COLLECTIVES_DECL static schedule all_reduce_in_two_rounds(const plan_request& req);
 
-  static schedule plan(kind::reduce_scatter, const plan_request& req) {
-    return reduce_scatter(req, std::vector<std::size_t>(std::size_t(req.size), req.count));
-  }
-  static schedule plan(kind::reduce_scatterv, const plan_request& req) {
-    return reduce_scatter(req, {req.counts.begin(), req.counts.end()});
-  }
+  COLLECTIVES_DECL static schedule plan(kind::reduce_scatter, const plan_request& req);
+  COLLECTIVES_DECL static schedule plan(kind::reduce_scatterv, const plan_request& req);
 
-  static schedule plan(kind::all_gather, const plan_request& req) {
-    return all_gather(req, std::vector<std::size_t>(std::size_t(req.size), req.count));
-  }
-  static schedule plan(kind::all_gatherv, const plan_request& req) {
-    return all_gather(req, {req.counts.begin(), req.counts.end()});
-  }
+  COLLECTIVES_DECL static schedule plan(kind::all_gather, const plan_request& req);
+  COLLECTIVES_DECL static schedule plan(kind::all_gatherv, const plan_request& req);
 
-  static schedule plan(kind::gather, const plan_request& req) {
-    return gather(req, std::vector<std::size_t>(std::size_t(req.size), req.count));
-  }
-  static schedule plan(kind::gatherv, const plan_request& req) { return gather(req, {req.counts.begin(), req.counts.end()}); }
+  COLLECTIVES_DECL static schedule plan(kind::gather, const plan_request& req);
+  COLLECTIVES_DECL static schedule plan(kind::gatherv, const plan_request& req);
 
-  static schedule plan(kind::scatter, const plan_request& req) {
-    return scatter(req, std::vector<std::size_t>(std::size_t(req.size), req.count));
-  }
-  static schedule plan(kind::scatterv, const plan_request& req) {
-    return scatter(req, {req.counts.begin(), req.counts.end()});
-  }
+  COLLECTIVES_DECL static schedule plan(kind::scatter, const plan_request& req);
+  COLLECTIVES_DECL static schedule plan(kind::scatterv, const plan_request& req);
 
-  static schedule plan(kind::all_to_all, const plan_request& req) {
-    const std::vector<std::size_t> counts(std::size_t(req.size), req.count);
-    return all_to_all(req, counts, counts);
-  }
-  static schedule plan(kind::all_to_allv, const plan_request& req) {
-    return all_to_all(req, {req.counts.begin(), req.counts.end()}, {req.recv_counts.begin(), req.recv_counts.end()});
-  }
+  COLLECTIVES_DECL static schedule plan(kind::all_to_all, const plan_request& req);
+  COLLECTIVES_DECL static schedule plan(kind::all_to_allv, const plan_request& req);
 
   // Dissemination barrier: in round k every rank signals rank + 2^k and waits for
   // rank - 2^k; after ceil(log2 P) rounds everyone has heard from everyone. The
   // signal is the one-element input (the caller runs it with one-byte elements).
-  static schedule plan(kind::barrier, const plan_request& req) {
-    schedule s;
-    const int p = req.size, r = req.rank;
-    int rounds = 0;
-    while ((1 << rounds) < p) ++rounds;
-    const region signal{buffer_id::input, 0, 1};
-    op_id heard = no_dependency;
-    for (int k = 0; k < rounds; ++k) {
-      const auto tag = static_cast<std::uint32_t>(k);
-      s.send((r + (1 << k)) % p, tag, signal, {heard});
-      heard = s.recv(plan::mod(r - (1 << k), p), tag, s.reserve_scratch(1), {heard});
-    }
-    return s;
-  }
+  COLLECTIVES_DECL static schedule plan(kind::barrier, const plan_request& req);
 
   // Estimated seconds for one call (alpha-beta model; automatic picks the cheapest):
   // latency of the rounds, the start-up of each concurrent message, the bytes the
@@ -344,3 +219,7 @@ struct direct {
 };
 
 }  // namespace collectives
+
+#if !defined(COLLECTIVES_SEPARATE_COMPILATION)
+#include "direct.ipp"
+#endif

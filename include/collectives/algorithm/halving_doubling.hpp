@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "../concepts/algorithm.hpp"
+#include "../config.hpp"
 #include "schedule.hpp"
 
 namespace collectives {
@@ -53,40 +54,12 @@ struct halving_doubling {
     }
   };
 
-  static schedule plan(kind::all_reduce, const plan_request& req) {
-    const folding f(req.size);
-    // The blocks of the halving: the buffer cut evenly among the P' ranks.
-    std::vector<std::size_t> bounds(std::size_t(f.ranks_in_steps) + 1, 0);
-    for (int n = 0; n < f.ranks_in_steps; ++n)
-      bounds[std::size_t(n) + 1] = bounds[std::size_t(n)] + plan::even_chunk(req.count, f.ranks_in_steps, n).count;
-    const region in{buffer_id::input, 0, req.count}, out{buffer_id::output, 0, req.count};
+  COLLECTIVES_DECL static schedule plan(kind::all_reduce, const plan_request& req);
 
-    builder b(req, f, req.count, {.shift = 0, .output_count = req.count});
-    const int n = f.new_rank(req.rank);
-    if (n < 0) {  // folds: hands its input over and gets the result back
-      b.send(req.rank + 1, b.fold_phase(), in);
-      b.recv(req.rank + 1, b.unfold_phase(), out);
-      return std::move(b.s);
-    }
-    b.fold_in_and_halve(out, in, bounds, n);
-    b.finalize(block(out, bounds, n, n + 1));
-    b.double_up(out, bounds, n);
-    if (req.rank < 2 * f.folded) b.send(req.rank - 1, b.unfold_phase(), out);
-    return std::move(b.s);
-  }
-
-  static schedule plan(kind::reduce_scatter, const plan_request& req) {
-    return reduce_scatter(req, std::vector<std::size_t>(std::size_t(req.size), req.count));
-  }
-  static schedule plan(kind::reduce_scatterv, const plan_request& req) {
-    return reduce_scatter(req, {req.counts.begin(), req.counts.end()});
-  }
-  static schedule plan(kind::all_gather, const plan_request& req) {
-    return all_gather(req, std::vector<std::size_t>(std::size_t(req.size), req.count));
-  }
-  static schedule plan(kind::all_gatherv, const plan_request& req) {
-    return all_gather(req, {req.counts.begin(), req.counts.end()});
-  }
+  COLLECTIVES_DECL static schedule plan(kind::reduce_scatter, const plan_request& req);
+  COLLECTIVES_DECL static schedule plan(kind::reduce_scatterv, const plan_request& req);
+  COLLECTIVES_DECL static schedule plan(kind::all_gather, const plan_request& req);
+  COLLECTIVES_DECL static schedule plan(kind::all_gatherv, const plan_request& req);
 
   // Messages on the critical path of all_reduce: 2 log2(P') steps, 2 more to fold.
   static int all_reduce_steps(int size) {
@@ -349,3 +322,7 @@ struct halving_doubling {
 };
 
 }  // namespace collectives
+
+#if !defined(COLLECTIVES_SEPARATE_COMPILATION)
+#include "halving_doubling.ipp"
+#endif

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "../concepts/algorithm.hpp"
+#include "../config.hpp"
 #include "schedule.hpp"
 
 namespace collectives {
@@ -16,88 +17,19 @@ struct ring {
   static constexpr const char* name = "ring";
   static constexpr bool preserves_rank_order = false;
 
-  static schedule plan(kind::all_reduce, const plan_request& req) {
-    const int p = req.size;
-    std::vector<std::size_t> counts(static_cast<std::size_t>(p));
-    for (int c = 0; c < p; ++c) counts[static_cast<std::size_t>(c)] = plan::even_chunk(req.count, p, c).count;
-    const auto displ = plan::displacements(counts);
-    auto in_output = [&](int c) { return region{buffer_id::output, displ[std::size_t(c)], counts[std::size_t(c)]}; };
-    auto in_input = [&](int c) { return region{buffer_id::input, displ[std::size_t(c)], counts[std::size_t(c)]}; };
+  COLLECTIVES_DECL static schedule plan(kind::all_reduce, const plan_request& req);
 
-    schedule s;
-    const auto rs = reduce_scatter_steps(s, req, counts, in_output, in_input);
-    all_gather_steps(s, req, counts, in_output, finalize_own(s, req, in_output(req.rank), rs.own_ready), rs.sends,
-                     /*first_tag=*/rs.tags_used);
-    return s;
-  }
+  COLLECTIVES_DECL static schedule plan(kind::reduce_scatter, const plan_request& req);
+  COLLECTIVES_DECL static schedule plan(kind::reduce_scatterv, const plan_request& req);
 
-  static schedule plan(kind::reduce_scatter, const plan_request& req) {
-    std::vector<std::size_t> counts(static_cast<std::size_t>(req.size), req.count);
-    return reduce_scatter_to_output(req, counts);
-  }
-  static schedule plan(kind::reduce_scatterv, const plan_request& req) {
-    return reduce_scatter_to_output(req, {req.counts.begin(), req.counts.end()});
-  }
-
-  static schedule plan(kind::all_gather, const plan_request& req) {
-    std::vector<std::size_t> counts(static_cast<std::size_t>(req.size), req.count);
-    return all_gather_from_input(req, counts);
-  }
-  static schedule plan(kind::all_gatherv, const plan_request& req) {
-    return all_gather_from_input(req, {req.counts.begin(), req.counts.end()});
-  }
+  COLLECTIVES_DECL static schedule plan(kind::all_gather, const plan_request& req);
+  COLLECTIVES_DECL static schedule plan(kind::all_gatherv, const plan_request& req);
 
   // A pipelined chain root -> root+1 -> ... -> root-1.
-  static schedule plan(kind::broadcast, const plan_request& req) {
-    const int p = req.size, r = req.rank, position = plan::mod(r - req.root, p);
-    const int next = (r + 1) % p, prev = plan::mod(r - 1, p);
-    const bool last = position == p - 1;
-    const std::size_t slice = plan::slice_elements(req), slices = plan::slice_count(req.count, slice);
-    const region out{buffer_id::output, 0, req.count}, in{buffer_id::input, 0, req.count};
-    schedule s;
-    if (position == 0) s.copy(out, in);
-    for (std::size_t k = 0; k < slices; ++k) {
-      const auto tag = static_cast<std::uint32_t>(k);
-      if (position == 0) {
-        if (!last) s.send(next, tag, plan::slice_of(in, slice, k));
-      } else {
-        const op_id got = s.recv(prev, tag, plan::slice_of(out, slice, k));
-        if (!last) s.send(next, tag, plan::slice_of(out, slice, k), {got});
-      }
-    }
-    return s;
-  }
+  COLLECTIVES_DECL static schedule plan(kind::broadcast, const plan_request& req);
 
   // A pipelined chain root+1 -> root+2 -> ... -> root, each rank adding its part.
-  static schedule plan(kind::reduce, const plan_request& req) {
-    const int p = req.size, r = req.rank, position = plan::mod(r - req.root - 1, p);
-    const int next = (r + 1) % p, prev = plan::mod(r - 1, p);
-    const std::size_t slice = plan::slice_elements(req), slices = plan::slice_count(req.count, slice);
-    const region in{buffer_id::input, 0, req.count};
-    schedule s;
-    if (r == req.root) {
-      const region out{buffer_id::output, 0, req.count};
-      const op_id init = s.copy(out, in);
-      for (std::size_t k = 0; k < slices; ++k) {
-        const region part = plan::slice_of(out, slice, k);
-        const op_id got =
-            p > 1 ? s.recv_reduce(prev, static_cast<std::uint32_t>(k), part, operand_order::received_last, {init}) : init;
-        if (req.finalize) s.finalize(part, {got});
-      }
-    } else if (position == 0) {
-      for (std::size_t k = 0; k < slices; ++k) s.send(next, static_cast<std::uint32_t>(k), plan::slice_of(in, slice, k));
-    } else {
-      const region acc = s.reserve_scratch(req.count);
-      const op_id init = s.copy(acc, in);
-      for (std::size_t k = 0; k < slices; ++k) {
-        const region part = plan::slice_of(acc, slice, k);
-        const auto tag = static_cast<std::uint32_t>(k);
-        const op_id got = s.recv_reduce(prev, tag, part, operand_order::received_last, {init});
-        s.send(next, tag, part, {got});
-      }
-    }
-    return s;
-  }
+  COLLECTIVES_DECL static schedule plan(kind::reduce, const plan_request& req);
 
   // Step count of the ring all_reduce, for tests and the cost model.
   static constexpr int all_reduce_steps(int p) { return 2 * (p - 1); }
@@ -172,12 +104,7 @@ struct ring {
     return out;
   }
 
-  static std::vector<op_id> finalize_own(schedule& s, const plan_request& req, region own, std::vector<op_id> ready) {
-    if (!req.finalize) return ready;
-    const std::size_t slice = plan::slice_elements(req);
-    for (std::size_t k = 0; k < ready.size(); ++k) ready[k] = s.finalize(plan::slice_of(own, slice, k), {ready[k]});
-    return ready;
-  }
+  COLLECTIVES_DECL static std::vector<op_id> finalize_own(schedule& s, const plan_request& req, region own, std::vector<op_id> ready);
 
   // All-gather: at step s rank r sends chunk r-s and receives chunk r-s-1.
   // `own_ready[k]` gates slice k of the own chunk; `clear[s][k]`, where given, is the
@@ -205,32 +132,9 @@ struct ring {
     }
   }
 
-  static schedule reduce_scatter_to_output(const plan_request& req, const std::vector<std::size_t>& counts) {
-    const auto displ = plan::displacements(counts);
-    const int r = req.rank;
-    schedule s;
-    // Chunks other than the own one are accumulated in scratch, the own one in output.
-    std::vector<region> acc(counts.size());
-    for (std::size_t c = 0; c < counts.size(); ++c) {
-      if (int(c) == r) acc[c] = {buffer_id::output, 0, counts[c]};
-      else if (int(c) != plan::mod(r - 1, req.size)) acc[c] = s.reserve_scratch(counts[c]);  // r-1 is sent, never accumulated
-    }
-    auto initial = [&](int c) { return region{buffer_id::input, displ[std::size_t(c)], counts[std::size_t(c)]}; };
-    const auto rs = reduce_scatter_steps(s, req, counts, [&](int c) { return acc[std::size_t(c)]; }, initial);
-    finalize_own(s, req, acc[std::size_t(r)], rs.own_ready);
-    return s;
-  }
+  COLLECTIVES_DECL static schedule reduce_scatter_to_output(const plan_request& req, const std::vector<std::size_t>& counts);
 
-  static schedule all_gather_from_input(const plan_request& req, const std::vector<std::size_t>& counts) {
-    const auto displ = plan::displacements(counts);
-    const int r = req.rank;
-    auto out = [&](int c) { return region{buffer_id::output, displ[std::size_t(c)], counts[std::size_t(c)]}; };
-    schedule s;
-    const op_id own = s.copy(out(r), {buffer_id::input, 0, counts[std::size_t(r)]});
-    const std::size_t own_slices = plan::slice_count(counts[std::size_t(r)], plan::slice_elements(req));
-    all_gather_steps(s, req, counts, out, std::vector<op_id>(own_slices, own), {}, 0);
-    return s;
-  }
+  COLLECTIVES_DECL static schedule all_gather_from_input(const plan_request& req, const std::vector<std::size_t>& counts);
 
   static std::uint32_t tag(int step, std::size_t slice, std::size_t stride) {
     return static_cast<std::uint32_t>(std::size_t(step) * stride + slice);
@@ -238,3 +142,7 @@ struct ring {
 };
 
 }  // namespace collectives
+
+#if !defined(COLLECTIVES_SEPARATE_COMPILATION)
+#include "ring.ipp"
+#endif

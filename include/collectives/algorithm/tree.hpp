@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "../concepts/algorithm.hpp"
+#include "../config.hpp"
 #include "schedule.hpp"
 
 namespace collectives {
@@ -27,11 +28,7 @@ struct double_binary_tree {
   static constexpr bool preserves_rank_order = true;
 
   // The links of every rank in tree 0 or tree 1.
-  static std::vector<tree_links> links(int size, int tree) {
-    std::vector<tree_links> out(static_cast<std::size_t>(size));
-    build(out, 0, size - 1, -1, 1 + tree);
-    return out;
-  }
+  COLLECTIVES_DECL static std::vector<tree_links> links(int size, int tree);
   static int root_of(int size, int tree) { return top(0, size - 1, 1 + tree); }
 
   // Levels of tree 0: ceil(log2(P + 1)); tree 1 has at most one more.
@@ -41,83 +38,13 @@ struct double_binary_tree {
     return levels;
   }
 
-  static schedule plan(kind::all_reduce, const plan_request& req) {
-    schedule s;
-    for (const auto& half : halves(req)) {
-      const auto& me = half.links[std::size_t(req.rank)];
-      const region in{buffer_id::input, half.offset, half.count}, out{buffer_id::output, half.offset, half.count};
-      const bool leaf = me.left < 0 && me.right < 0;
-      // A leaf sends its input as it is and only ever receives the result.
-      const op_id init = leaf && me.parent >= 0 ? no_dependency : s.copy(out, in);
-      for (std::size_t k = 0; k < half.slices; ++k) {
-        const std::uint32_t g = half.first_slice + static_cast<std::uint32_t>(k);
-        const region part = plan::slice_of(out, half.slice, k);
-        const op_id combined = reduce_children(s, me, part, g, init);
-        op_id ready;  // this slice holds the final result
-        if (me.parent >= 0) {
-          const op_id up = s.send(me.parent, up_tag(g), leaf ? plan::slice_of(in, half.slice, k) : part, {combined});
-          ready = s.recv(me.parent, down_tag(g), part, {up});
-        } else {
-          ready = req.finalize ? s.finalize(part, {combined}) : combined;
-        }
-        send_to_children(s, me, part, down_tag(g), ready);
-      }
-    }
-    return s;
-  }
+  COLLECTIVES_DECL static schedule plan(kind::all_reduce, const plan_request& req);
 
   // Each half is reduced up its tree; a tree root other than `root` forwards it.
-  static schedule plan(kind::reduce, const plan_request& req) {
-    schedule s;
-    const bool is_root = req.rank == req.root;
-    for (const auto& half : halves(req)) {
-      const auto& me = half.links[std::size_t(req.rank)];
-      const region in{buffer_id::input, half.offset, half.count};
-      const bool leaf = me.left < 0 && me.right < 0, tree_root = me.parent < 0;
-      // Where this rank's partial result grows: the output on the root, nowhere on a
-      // leaf (it sends its input), scratch elsewhere (other ranks' outputs stay untouched).
-      const region acc = is_root ? region{buffer_id::output, half.offset, half.count}
-                         : leaf  ? in
-                                 : s.reserve_scratch(half.count);
-      const op_id init = leaf && !is_root ? no_dependency : s.copy(acc, in);
-      for (std::size_t k = 0; k < half.slices; ++k) {
-        const std::uint32_t g = half.first_slice + static_cast<std::uint32_t>(k);
-        const region part = plan::slice_of(acc, half.slice, k);
-        const op_id combined = reduce_children(s, me, part, g, init);
-        if (!tree_root) {
-          const op_id up = s.send(me.parent, up_tag(g), part, {combined});
-          if (is_root) s.recv(half.root, down_tag(g), part, {up});  // the finished half comes back
-          continue;
-        }
-        const op_id done = req.finalize ? s.finalize(part, {combined}) : combined;
-        if (!is_root) s.send(req.root, down_tag(g), part, {done});
-      }
-    }
-    return s;
-  }
+  COLLECTIVES_DECL static schedule plan(kind::reduce, const plan_request& req);
 
   // Each half goes down its tree, relabelled so that `root` sits at the tree's root.
-  static schedule plan(kind::broadcast, const plan_request& req) {
-    schedule s;
-    const int p = req.size;
-    const region in{buffer_id::input, 0, req.count}, out{buffer_id::output, 0, req.count};
-    if (req.rank == req.root) s.copy(out, in);
-    for (const auto& half : halves(req)) {
-      // Rank r plays position (r - root + tree root) of the tree.
-      auto rank_at = [&](int position) { return position < 0 ? -1 : plan::mod(position - half.root + req.root, p); };
-      const auto& pos = half.links[std::size_t(plan::mod(req.rank - req.root + half.root, p))];
-      const tree_links me{rank_at(pos.parent), rank_at(pos.left), rank_at(pos.right)};
-      const region from = req.rank == req.root ? region{buffer_id::input, half.offset, half.count}
-                                               : region{buffer_id::output, half.offset, half.count};
-      for (std::size_t k = 0; k < half.slices; ++k) {
-        const std::uint32_t g = half.first_slice + static_cast<std::uint32_t>(k);
-        const region part = plan::slice_of(from, half.slice, k);
-        const op_id ready = me.parent >= 0 ? s.recv(me.parent, down_tag(g), part) : no_dependency;
-        send_to_children(s, me, part, down_tag(g), ready);
-      }
-    }
-    return s;
-  }
+  COLLECTIVES_DECL static schedule plan(kind::broadcast, const plan_request& req);
 
   // Estimated seconds for one call (alpha-beta model; automatic picks the cheapest).
   static double cost(kind::all_reduce, const plan_request& r) {
@@ -190,3 +117,7 @@ struct double_binary_tree {
 };
 
 }  // namespace collectives
+
+#if !defined(COLLECTIVES_SEPARATE_COMPILATION)
+#include "tree.ipp"
+#endif

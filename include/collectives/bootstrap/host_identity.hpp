@@ -7,6 +7,8 @@
 #include <fstream>
 #include <string>
 
+#include "../config.hpp"
+
 namespace collectives::bootstrap {
 
 namespace detail {
@@ -27,18 +29,15 @@ inline std::string namespace_of(const char* kind) {
 // network namespace: processes in different namespaces reach each other only over
 // the network, as containers and the netns tests' hosts do, so they count as hosts
 // of their own.
-inline std::string host_identity() {
-  char name[256] = {};
-  std::string id = gethostname(name, sizeof name - 1) == 0 ? std::string(name) : std::string("?");
-  return id + "|" + detail::boot_id() + "|" + detail::namespace_of("net");
-}
+COLLECTIVES_DECL std::string host_identity();
 
 // Where a process id names the same process: this kernel's boot and pid namespace
 // (network namespaces and containers of one kernel may share them). Empty where it
 // can't be told.
-inline std::string pid_space_identity() {
-  const std::string boot = detail::boot_id(), pids = detail::namespace_of("pid");
-  return boot.empty() || pids.empty() ? std::string() : boot + "|" + pids;
-}
+COLLECTIVES_DECL std::string pid_space_identity();
 
 }  // namespace collectives::bootstrap
+
+#if !defined(COLLECTIVES_SEPARATE_COMPILATION)
+#include "host_identity.ipp"
+#endif

@@ -14,6 +14,7 @@
 #include <string>
 #include <string_view>
 
+#include "../config.hpp"
 #include "../settings.hpp"
 #include "hostlist.hpp"
 
@@ -32,24 +33,7 @@ struct process_identity {
   std::string started;
 };
 
-inline std::optional<process_identity> read_process(long pid) {
-  std::ifstream file("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat;
-  if (!std::getline(file, stat)) return std::nullopt;
-  const auto open = stat.find('('), close = stat.rfind(')');
-  if (open == std::string::npos || close == std::string::npos || close < open) return std::nullopt;
-  process_identity p;
-  p.name = stat.substr(open + 1, close - open - 1);
-  std::istringstream fields(stat.substr(close + 1));
-  std::string field;
-  // After the name: state (3), ppid (4), ..., starttime (22).
-  for (int number = 3; fields >> field && number <= 22; ++number) {
-    if (number == 4) p.parent = std::atol(field.c_str());
-    if (number == 22) p.started = field;
-  }
-  if (p.started.empty()) return std::nullopt;
-  return p;
-}
+COLLECTIVES_DECL std::optional<process_identity> read_process(long pid);
 
 // Hydra gives its processes no job id. Its proxy, hydra_pmi_proxy, starts every
 // process of the job on its host and lives as long as they do, so its pid and start
@@ -78,26 +62,7 @@ inline std::optional<std::string> hydra_proxy_identity() {
 //     whose port is new for every mpirun, so that a job id that comes round again
 //     does not meet what an earlier job left.
 //   Hydra (MPICH, Intel MPI): its proxy's pid and start time (above).
-inline std::optional<std::string> job_name_on_this_host(std::string_view origin) {
-  using detail::launcher_variable;
-  if (origin == "Slurm") {
-    const auto job = launcher_variable("SLURM_JOB_ID");
-    if (!job) return std::nullopt;
-    return "slurm job " + *job + " step " + launcher_variable("SLURM_STEP_ID").value_or("-");
-  }
-  if (origin == "Open MPI") {
-    auto job = launcher_variable("PMIX_NAMESPACE");
-    if (!job) job = launcher_variable("OMPI_MCA_ess_base_jobid");
-    if (!job) return std::nullopt;
-    std::string name = "open mpi job " + *job;
-    for (const char* uri : {"PMIX_SERVER_URI41", "PMIX_SERVER_URI4", "PMIX_SERVER_URI3", "PMIX_SERVER_URI21",
-                            "PMIX_SERVER_URI2", "OMPI_MCA_orte_hnp_uri"})
-      if (const auto value = launcher_variable(uri)) return name.append(" server ").append(*value);
-    return name;
-  }
-  if (origin.starts_with("Hydra")) return detail::hydra_proxy_identity();
-  return std::nullopt;
-}
+COLLECTIVES_DECL std::optional<std::string> job_name_on_this_host(std::string_view origin);
 
 // Under Slurm, the host of rank 0: the first host of the step's node list (SLURM_STEP_NODELIST,
 // else SLURM_JOB_NODELIST). Slurm's block and cyclic distributions, the default ones,
@@ -122,15 +87,10 @@ inline std::uint16_t slurm_store_port(std::uint64_t job_id, std::uint64_t step_i
 
 // The port for this Slurm job's store, from SLURM_JOB_ID and SLURM_STEP_ID; nothing
 // without a job id. A step id that is not a number (Slurm's "batch") counts as 0.
-inline std::optional<std::uint16_t> slurm_store_port() {
-  const auto job = detail::launcher_variable("SLURM_JOB_ID");
-  if (!job) return std::nullopt;
-  const auto job_id =
-      settings::parse_whole_number("SLURM_JOB_ID", *job, 0, (1LL << 62), "the Slurm job id, a whole number");
-  std::uint64_t step_id = 0;
-  if (const auto step = detail::launcher_variable("SLURM_STEP_ID"))
-    if (std::from_chars(step->data(), step->data() + step->size(), step_id).ec != std::errc{}) step_id = 0;
-  return slurm_store_port(static_cast<std::uint64_t>(job_id), step_id);
-}
+COLLECTIVES_DECL std::optional<std::uint16_t> slurm_store_port();
 
 }  // namespace collectives::bootstrap
+
+#if !defined(COLLECTIVES_SEPARATE_COMPILATION)
+#include "launcher_job.ipp"
+#endif

@@ -16,6 +16,7 @@
 #include "../algorithm/direct.hpp"
 #include "../algorithm/executor_core.hpp"
 #include "../communicator.hpp"
+#include "../config.hpp"
 #include "../error.hpp"
 #include "exchange.hpp"
 
@@ -44,19 +45,7 @@ struct call_signature {
 };
 
 // How `theirs` differs from `mine`, in words; empty if it does not.
-inline std::string difference(const call_signature& theirs, const call_signature& mine) {
-  auto n = [](auto v) { return std::to_string(v); };
-  if (std::strncmp(theirs.call, mine.call, sizeof mine.call) != 0)
-    return std::string("called ") + theirs.call + " where this rank called " + mine.call;
-  if (theirs.count != mine.count) return "passes " + n(theirs.count) + " elements where this rank passes " + n(mine.count);
-  if (theirs.counts != mine.counts) return "passes other per-rank counts";
-  if (theirs.element_size != mine.element_size)
-    return "uses " + n(theirs.element_size) + "-byte elements where this rank uses " + n(mine.element_size) + "-byte ones";
-  if (theirs.root != mine.root) return "names root " + n(theirs.root) + " where this rank names root " + n(mine.root);
-  if (theirs.op != mine.op) return "uses another reduce op";
-  if (theirs.algorithm != mine.algorithm) return "asks for another algorithm";
-  return {};
-}
+COLLECTIVES_DECL std::string difference(const call_signature& theirs, const call_signature& mine);
 
 // `op` and `algorithm`: the fingerprints of their types.
 template <transport Tr>
@@ -97,3 +86,7 @@ void check_same_call(communicator<Tr>& comm, const char* call, const plan_reques
 }
 
 }  // namespace collectives::detail
+
+#if !defined(COLLECTIVES_SEPARATE_COMPILATION)
+#include "call_check.ipp"
+#endif

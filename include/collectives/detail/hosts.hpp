@@ -13,6 +13,7 @@
 #include "../algorithm/executor_core.hpp"
 #include "../bootstrap/host_identity.hpp"
 #include "../communicator.hpp"
+#include "../config.hpp"
 #include "../log.hpp"
 #include "call_check.hpp"
 #include "exchange.hpp"
@@ -22,35 +23,10 @@ namespace collectives::detail {
 inline std::uint64_t host_fingerprint() { return fingerprint(bootstrap::host_identity()); }
 
 // Numbers the hosts 0, 1, ... in the order of their first ranks.
-inline std::vector<int> number_hosts(std::span<const std::uint64_t> fingerprints) {
-  std::vector<int> hosts;
-  std::vector<std::uint64_t> seen;
-  for (auto f : fingerprints) {
-    auto at = std::find(seen.begin(), seen.end(), f);
-    if (at == seen.end()) at = seen.insert(seen.end(), f);
-    hosts.push_back(static_cast<int>(at - seen.begin()));
-  }
-  return hosts;
-}
+COLLECTIVES_DECL std::vector<int> number_hosts(std::span<const std::uint64_t> fingerprints);
 
 // "2 hosts: 0-1 | 2-3": each host's ranks, consecutive ones as a range, for the INFO log.
-inline std::string describe_hosts(std::span<const int> hosts) {
-  const int count = hosts.empty() ? 0 : *std::max_element(hosts.begin(), hosts.end()) + 1;
-  std::string text = std::to_string(count) + (count == 1 ? " host:" : " hosts:");
-  for (int h = 0; h < count; ++h) {
-    std::vector<int> ranks;
-    for (std::size_t q = 0; q < hosts.size(); ++q)
-      if (hosts[q] == h) ranks.push_back(int(q));
-    text.append(h ? " | " : " ");
-    for (std::size_t i = 0, j = 0; i < ranks.size(); i = ++j) {
-      while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-      if (i) text.push_back(',');
-      text.append(std::to_string(ranks[i]));
-      if (j > i) text.append("-").append(std::to_string(ranks[j]));
-    }
-  }
-  return text;
-}
+COLLECTIVES_DECL std::string describe_hosts(std::span<const int> hosts);
 
 // Every rank calls this at the same point (inside the same collective call).
 template <transport Tr>
@@ -68,3 +44,7 @@ std::span<const int> hosts_of(communicator<Tr>& comm, const char* call) {
 }
 
 }  // namespace collectives::detail
+
+#if !defined(COLLECTIVES_SEPARATE_COMPILATION)
+#include "hosts.ipp"
+#endif

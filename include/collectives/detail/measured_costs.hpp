@@ -19,6 +19,7 @@
 #include "../algorithm/direct.hpp"
 #include "../algorithm/executor_core.hpp"
 #include "../communicator.hpp"
+#include "../config.hpp"
 #include "../error.hpp"
 #include "../log.hpp"
 #include "../settings.hpp"
@@ -57,23 +58,7 @@ double timed_run(communicator<Tr>& comm, const schedule& plan, const std::vector
 // from the previous, a step starting when the one before has arrived, as the steps
 // of a collective do. `burst` messages of each step at once (one, for the latency and
 // the bandwidth; several, for the cost of each extra one).
-inline schedule ring_steps(int next, int previous, std::size_t bytes, int rounds, int burst = 1) {
-  schedule s;
-  const region out{buffer_id::input, 0, bytes}, in{buffer_id::output, 0, bytes};
-  std::vector<op_id> arrived;
-  for (int i = 0; i < rounds; ++i) {
-    std::vector<op_id> step;
-    for (int m = 0; m < burst; ++m) {
-      const auto tag = static_cast<std::uint32_t>(i * burst + m);
-      const operation send{.kind = op_kind::send, .peer = next, .tag = tag, .src = out};
-      const operation recv{.kind = op_kind::recv, .peer = previous, .tag = tag, .dst = m ? s.reserve_scratch(bytes) : in};
-      s.add(send, arrived);
-      step.push_back(s.add(recv, arrived));
-    }
-    arrived = std::move(step);
-  }
-  return s;
-}
+COLLECTIVES_DECL schedule ring_steps(int next, int previous, std::size_t bytes, int rounds, int burst = 1);
 
 // Runs (so call numbers) of one class's measurement: three figures, each a warm-up and five.
 inline constexpr int runs_per_figure = 5, calls_per_link = 3 * (1 + runs_per_figure);
@@ -108,19 +93,7 @@ link_costs measure_links(communicator<Tr>& comm, const std::vector<int>& members
 }
 
 // Seconds per byte of a float sum on this core: the reduction most calls make.
-inline double measure_reduction() {
-  std::vector<float> a(std::size_t(1) << 18, 1.0f), b(a.size(), 2.0f);
-  std::vector<double> t;
-  for (int i = 0; i < 6; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    std::transform(a.begin(), a.end(), b.begin(), a.begin(), std::plus<float>());
-    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
-  volatile float keep = a[a.size() / 2];
-  (void)keep;
-  std::sort(t.begin() + 1, t.end());  // the first run pages the buffers in
-  return std::max(1e-13, t[3] / double(a.size() * sizeof(float)));
-}
+COLLECTIVES_DECL double measure_reduction();
 
 // The figures as COLLECTIVES_TUNE and COLLECTIVES_TUNE_FILE ask, rank 0's to be sent
 // to all: every rank takes part in the measurement.
@@ -213,3 +186,7 @@ const link_classes& link_classes_of(communicator<Tr>& comm, const char* call) {
 }
 
 }  // namespace collectives::detail
+
+#if !defined(COLLECTIVES_SEPARATE_COMPILATION)
+#include "measured_costs.ipp"
+#endif

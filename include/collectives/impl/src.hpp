@@ -14,6 +14,18 @@
 #include "../transport/shm/engine.ipp"
 #include "../transport/tcp.ipp"
 #include "../transport/tcp/engine.ipp"
+#include "../algorithm/direct.ipp"
+#include "../algorithm/halving_doubling.ipp"
+#include "../algorithm/ring.ipp"
+#include "../algorithm/tree.ipp"
+#include "../bootstrap/host_identity.ipp"
+#include "../bootstrap/hostlist.ipp"
+#include "../bootstrap/launcher_job.ipp"
+#include "../detail/call_check.ipp"
+#include "../detail/cost_file.ipp"
+#include "../detail/hosts.ipp"
+#include "../detail/measured_costs.ipp"
+#include "../trace.ipp"
 #include "../run_ranks.hpp"
 
 // The executor's core over each built-in transport (the headers declare them extern).

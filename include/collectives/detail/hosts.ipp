@@ -1,0 +1,38 @@
+// The hosts' numbers and their log line (hosts.hpp): inline in header-only use, compiled
+// once into collectives::compiled with COLLECTIVES_SEPARATE_COMPILATION.
+#pragma once
+
+#include "hosts.hpp"
+
+namespace collectives::detail {
+
+std::vector<int> number_hosts(std::span<const std::uint64_t> fingerprints) {
+  std::vector<int> hosts;
+  std::vector<std::uint64_t> seen;
+  for (auto f : fingerprints) {
+    auto at = std::find(seen.begin(), seen.end(), f);
+    if (at == seen.end()) at = seen.insert(seen.end(), f);
+    hosts.push_back(static_cast<int>(at - seen.begin()));
+  }
+  return hosts;
+}
+
+std::string describe_hosts(std::span<const int> hosts) {
+  const int count = hosts.empty() ? 0 : *std::max_element(hosts.begin(), hosts.end()) + 1;
+  std::string text = std::to_string(count) + (count == 1 ? " host:" : " hosts:");
+  for (int h = 0; h < count; ++h) {
+    std::vector<int> ranks;
+    for (std::size_t q = 0; q < hosts.size(); ++q)
+      if (hosts[q] == h) ranks.push_back(int(q));
+    text.append(h ? " | " : " ");
+    for (std::size_t i = 0, j = 0; i < ranks.size(); i = ++j) {
+      while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+      if (i) text.push_back(',');
+      text.append(std::to_string(ranks[i]));
+      if (j > i) text.append("-").append(std::to_string(ranks[j]));
+    }
+  }
+  return text;
+}
+
+}  // namespace collectives::detail

@@ -1,0 +1,42 @@
+// The link measurement's schedule and the reduction's figure (measured_costs.hpp):
+// inline in header-only use, compiled once into collectives::compiled with
+// COLLECTIVES_SEPARATE_COMPILATION.
+#pragma once
+
+#include "measured_costs.hpp"
+
+namespace collectives::detail {
+
+schedule ring_steps(int next, int previous, std::size_t bytes, int rounds, int burst) {
+  schedule s;
+  const region out{buffer_id::input, 0, bytes}, in{buffer_id::output, 0, bytes};
+  std::vector<op_id> arrived;
+  for (int i = 0; i < rounds; ++i) {
+    std::vector<op_id> step;
+    for (int m = 0; m < burst; ++m) {
+      const auto tag = static_cast<std::uint32_t>(i * burst + m);
+      const operation send{.kind = op_kind::send, .peer = next, .tag = tag, .src = out};
+      const operation recv{.kind = op_kind::recv, .peer = previous, .tag = tag, .dst = m ? s.reserve_scratch(bytes) : in};
+      s.add(send, arrived);
+      step.push_back(s.add(recv, arrived));
+    }
+    arrived = std::move(step);
+  }
+  return s;
+}
+
+double measure_reduction() {
+  std::vector<float> a(std::size_t(1) << 18, 1.0f), b(a.size(), 2.0f);
+  std::vector<double> t;
+  for (int i = 0; i < 6; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    std::transform(a.begin(), a.end(), b.begin(), a.begin(), std::plus<float>());
+    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  volatile float keep = a[a.size() / 2];
+  (void)keep;
+  std::sort(t.begin() + 1, t.end());  // the first run pages the buffers in
+  return std::max(1e-13, t[3] / double(a.size() * sizeof(float)));
+}
+
+}  // namespace collectives::detail
