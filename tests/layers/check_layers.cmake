@@ -5,7 +5,7 @@
 # may include headers of its own layer and of the layers below it. Entries are
 # regular expressions over the path below include/collectives, the first match wins.
 set(layers
-  "0 foundation:  ^(config|error|log|memory_space|settings|trace)\\.hpp$"
+  "0 foundation:  ^(config|error|log|memory_space|settings|trace)\\.(hpp|ipp)$"
   "1 vocabulary:  ^concepts/ ^device_span\\.hpp$"
   "2 services:    ^ops/ ^bootstrap/"
   "3 planning:    ^algorithm/ ^device/"
