@@ -11,6 +11,7 @@
 #include <string_view>
 #include <utility>
 
+#include "config.hpp"
 #include "error.hpp"
 #include "settings.hpp"
 
@@ -31,31 +32,11 @@ inline std::optional<level> level_named(std::string_view word) {
 
 // A value COLLECTIVES_DEBUG does not accept is reported, not thrown: logging happens
 // where an exception would do harm (while failing, in destructors).
-inline level threshold() {
-  static const level configured = [] {
-    try {
-      return level_named(settings::choice("COLLECTIVES_DEBUG").value_or("WARN")).value_or(level::warn);
-    } catch (const error& e) {
-      const std::string line = std::string("collectives WARN: ") + e.what() + "; logging warnings only\n";
-      std::fwrite(line.data(), 1, line.size(), stderr);
-      return level::warn;
-    }
-  }();
-  return configured;
-}
+COLLECTIVES_DECL level threshold();
 
 inline bool enabled(level l) { return l <= threshold(); }
 
-inline void write(level l, std::string_view line) {
-  if (!enabled(l)) return;
-  static constexpr std::string_view prefixes[] = {"", "collectives WARN: ", "collectives INFO: ", "collectives DEBUG: ",
-                                                  "collectives TRACE: "};
-  std::string text(prefixes[static_cast<int>(l)]);
-  text.append(line);
-  text.push_back('\n');
-  std::fwrite(text.data(), 1, text.size(), stderr);
-  std::fflush(stderr);
-}
+COLLECTIVES_DECL void write(level l, std::string_view line);
 
 inline void warn(std::string_view line) { write(level::warn, line); }
 inline void info(std::string_view line) { write(level::info, line); }
@@ -63,3 +44,7 @@ inline void debug(std::string_view line) { write(level::debug, line); }
 inline void trace(std::string_view line) { write(level::trace, line); }
 
 }  // namespace collectives::log
+
+#if !defined(COLLECTIVES_SEPARATE_COMPILATION)
+#include "log.ipp"
+#endif

@@ -32,7 +32,6 @@ struct direct {
   static constexpr direct_policy policy{};
 
   COLLECTIVES_DECL static schedule plan(kind::broadcast, const plan_request& req);
-
   COLLECTIVES_DECL static schedule plan(kind::reduce, const plan_request& req);
 
   // Small buffers in one round, larger ones in two (see direct_policy).
@@ -56,19 +55,14 @@ struct direct {
   // Two rounds: a reduce-scatter in which the owner of chunk c combines it, then an
   // all-gather of the finished chunks.
   COLLECTIVES_DECL static schedule all_reduce_in_two_rounds(const plan_request& req);
-
   COLLECTIVES_DECL static schedule plan(kind::reduce_scatter, const plan_request& req);
   COLLECTIVES_DECL static schedule plan(kind::reduce_scatterv, const plan_request& req);
-
   COLLECTIVES_DECL static schedule plan(kind::all_gather, const plan_request& req);
   COLLECTIVES_DECL static schedule plan(kind::all_gatherv, const plan_request& req);
-
   COLLECTIVES_DECL static schedule plan(kind::gather, const plan_request& req);
   COLLECTIVES_DECL static schedule plan(kind::gatherv, const plan_request& req);
-
   COLLECTIVES_DECL static schedule plan(kind::scatter, const plan_request& req);
   COLLECTIVES_DECL static schedule plan(kind::scatterv, const plan_request& req);
-
   COLLECTIVES_DECL static schedule plan(kind::all_to_all, const plan_request& req);
   COLLECTIVES_DECL static schedule plan(kind::all_to_allv, const plan_request& req);
 

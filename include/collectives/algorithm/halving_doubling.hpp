@@ -55,7 +55,6 @@ struct halving_doubling {
   };
 
   COLLECTIVES_DECL static schedule plan(kind::all_reduce, const plan_request& req);
-
   COLLECTIVES_DECL static schedule plan(kind::reduce_scatter, const plan_request& req);
   COLLECTIVES_DECL static schedule plan(kind::reduce_scatterv, const plan_request& req);
   COLLECTIVES_DECL static schedule plan(kind::all_gather, const plan_request& req);

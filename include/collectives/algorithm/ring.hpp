@@ -18,10 +18,8 @@ struct ring {
   static constexpr bool preserves_rank_order = false;
 
   COLLECTIVES_DECL static schedule plan(kind::all_reduce, const plan_request& req);
-
   COLLECTIVES_DECL static schedule plan(kind::reduce_scatter, const plan_request& req);
   COLLECTIVES_DECL static schedule plan(kind::reduce_scatterv, const plan_request& req);
-
   COLLECTIVES_DECL static schedule plan(kind::all_gather, const plan_request& req);
   COLLECTIVES_DECL static schedule plan(kind::all_gatherv, const plan_request& req);
 
@@ -133,7 +131,6 @@ struct ring {
   }
 
   COLLECTIVES_DECL static schedule reduce_scatter_to_output(const plan_request& req, const std::vector<std::size_t>& counts);
-
   COLLECTIVES_DECL static schedule all_gather_from_input(const plan_request& req, const std::vector<std::size_t>& counts);
 
   static std::uint32_t tag(int step, std::size_t slice, std::size_t stride) {

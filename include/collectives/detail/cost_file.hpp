@@ -32,7 +32,6 @@ COLLECTIVES_DECL std::string cost_file_text(const link_classes& c, std::string_v
 
 // Every figure of both classes, each once, each a finite number >= 0; or a clear error.
 COLLECTIVES_DECL link_classes parse_cost_file(std::istream& in, const std::string& path, std::string& transport);
-
 COLLECTIVES_DECL std::string describe_costs(const link_costs& c);
 
 }  // namespace collectives::detail

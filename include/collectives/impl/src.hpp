@@ -25,6 +25,8 @@
 #include "../detail/cost_file.ipp"
 #include "../detail/hosts.ipp"
 #include "../detail/measured_costs.ipp"
+#include "../log.ipp"
+#include "../settings.ipp"
 #include "../trace.ipp"
 #include "../run_ranks.hpp"
 
