@@ -27,8 +27,9 @@
 #define COLLECTIVES_UNROLL_4 _Pragma("GCC unroll 4")
 #endif
 
-// Header-only by default: the start-up and the transports' engines are inline
-// functions compiled in every translation unit that uses them. With
+// Header-only by default: the start-up, the transports' engines and the library's
+// other functions that are not templates are inline, compiled in every translation
+// unit that uses them. With
 // COLLECTIVES_SEPARATE_COMPILATION defined in every translation unit of a program (the
 // collectives::compiled target does that), they are compiled once, into that library
 // (or into one source file of the program's that includes <collectives/impl/src.hpp>).

@@ -1,6 +1,7 @@
 // The compiled part of the library, for separate compilation as Boost.Asio offers it:
-// the start-up, the transports' engines and the executor's core over each built-in
-// transport. Include this in exactly one source file of a program whose every
+// the start-up, the transports' engines, the executor's core over each built-in
+// transport, and the functions of the other headers that are not templates (each
+// header's .ipp: the plans, the settings, the log, the trace). Include this in exactly one source file of a program whose every
 // translation unit defines COLLECTIVES_SEPARATE_COMPILATION (the collectives::compiled
 // target is that file, built once, with the definition passed on to whatever links it).
 #pragma once
