@@ -29,10 +29,10 @@
 
 // Header-only by default: the start-up, the transports' engines and the library's
 // other functions that are not templates are inline, compiled in every translation
-// unit that uses them. With
-// COLLECTIVES_SEPARATE_COMPILATION defined in every translation unit of a program (the
-// collectives::compiled target does that), they are compiled once, into that library
-// (or into one source file of the program's that includes <collectives/impl/src.hpp>).
+// unit that uses them. With COLLECTIVES_SEPARATE_COMPILATION defined in every
+// translation unit of a program (the collectives::compiled target does that), they are
+// compiled once, into that library (or into one source file of the program's that
+// includes <collectives/impl/src.hpp>).
 #if defined(COLLECTIVES_SEPARATE_COMPILATION)
 #define COLLECTIVES_DECL
 #else
