@@ -30,9 +30,15 @@ inline std::optional<level> level_named(std::string_view word) {
   return std::nullopt;
 }
 
-// A value COLLECTIVES_DEBUG does not accept is reported, not thrown: logging happens
-// where an exception would do harm (while failing, in destructors).
-COLLECTIVES_DECL level threshold();
+// COLLECTIVES_DEBUG's level. A value it does not accept is reported, not thrown:
+// logging happens where an exception would do harm (while failing, in destructors).
+COLLECTIVES_DECL level configured_threshold();
+
+// Read once; inline, as every call asks.
+inline level threshold() {
+  static const level configured = configured_threshold();
+  return configured;
+}
 
 inline bool enabled(level l) { return l <= threshold(); }
 
