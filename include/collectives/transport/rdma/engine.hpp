@@ -227,6 +227,7 @@ class engine {
   // ---- health ---------------------------------------------------------------------
   COLLECTIVES_DECL void lost(int peer, std::string why);
   COLLECTIVES_DECL void watch_peers();
+  COLLECTIVES_DECL bool process_ended(int peer, std::chrono::milliseconds within) const;
   COLLECTIVES_DECL void tell_abort();
   COLLECTIVES_DECL void tell_first_failure();
   COLLECTIVES_DECL void tell_failure(const failure& f);

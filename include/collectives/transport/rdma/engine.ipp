@@ -350,8 +350,11 @@ void engine::failed(const fi_cq_err_entry& e, const std::string& why) {
       r.slices[c->index].busy = false;
       --r.in_flight;
       // tcp;ofi_rxm cancels the reads of a connection that went down, the socket's
-      // errno in prov_errno (a revoked key reads as cancelled too, with ENOENT).
-      if (means_gone(e.err) || (e.err == FI_ECANCELED && means_gone(e.prov_errno)))
+      // errno in prov_errno. A revoked key reads as cancelled too, with ENOENT, and so
+      // at times does a read from a process being killed: on this host its pidfd tells
+      // which (its sockets close a moment before the pidfd says it ended).
+      if (means_gone(e.err) ||
+          (e.err == FI_ECANCELED && (means_gone(e.prov_errno) || process_ended(c->peer, std::chrono::milliseconds(100)))))
         lost(c->peer, "lost rank " + std::to_string(c->peer) + ": reading its message failed (" + why + ")");
       else
         match_.break_link(c->peer, "reading rank " + std::to_string(c->peer) + "'s message failed (" + why + ")");
@@ -744,6 +747,13 @@ void engine::watch_peers() {
       send(r, p.probe, header_size);
     }
   }
+}
+
+bool engine::process_ended(int peer, std::chrono::milliseconds within) const {
+  const int fd = peers_[std::size_t(peer)].pidfd;
+  if (fd < 0) return false;  // another host's, or a kernel without pidfds
+  pollfd x{fd, POLLIN, 0};
+  return ::poll(&x, 1, int(within.count())) > 0;
 }
 
 void engine::lost(int peer, std::string why) {
