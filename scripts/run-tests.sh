@@ -22,12 +22,13 @@ scripts/configure.sh "$build" -DCMAKE_BUILD_TYPE=Release "${cuda_arch[@]}" \
 configured=$SECONDS
 cmake --build "$build" -j "$(nproc)"
 built=$SECONDS
-# As many tests at once as there are cores, the longest first: ctest's figures of
-# earlier runs, in a fresh build folder tests/ctest-costs.txt's.
+# Twice as many tests at once as there are cores, since many of them mostly wait
+# (docs/testing.md), the longest first: ctest's figures of earlier runs, in a fresh
+# build folder tests/ctest-costs.txt's.
 costs="$build/Testing/Temporary/CTestCostData.txt"
 [ -f "$costs" ] || { mkdir -p "$(dirname "$costs")" && cp tests/ctest-costs.txt "$costs"; }
 status=0
-ctest --test-dir "$build" -j "$(nproc)" --output-on-failure ${CTEST_ARGS:-} || status=$?
+ctest --test-dir "$build" -j "$((2 * $(nproc)))" --output-on-failure ${CTEST_ARGS:-} || status=$?
 echo "run-tests.sh ($build): packages $((installed - start)) s, configure $((configured - installed)) s," \
      "build $((built - configured)) s, tests $((SECONDS - built)) s"
 exit $status
