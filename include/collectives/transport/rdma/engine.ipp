@@ -623,8 +623,10 @@ void engine::cancel(std::uint32_t& slot) noexcept {
     announced_.erase(o.wire.id);
     cache_->give_back(o.wire.lease);
   } else if (o.type == op_type::send && o.state == op_state::moving && announced_.erase(o.wire.id) != 0) {
-    // The peer may be reading it: its memory stops being readable now, just after the
-    // withdrawal goes (so that a read that fails comes after the reason).
+    // The peer may be reading it: the withdrawal goes first, with the reason, and the
+    // memory stays readable until the peer says no read of it is under way (or
+    // withdraw_wait passes), so that its reads do not fail on a revoked key before it
+    // has heard why (it then reports a broken link instead of the failure).
     --peers_[std::size_t(peer)].announcing;
     const std::uint64_t id = o.wire.id;
     if (ep_open_ && open(peer)) {
@@ -645,13 +647,12 @@ void engine::cancel(std::uint32_t& slot) noexcept {
       } catch (...) {  // no memory for a send buffer: the peer's read fails instead
       }
     }
-    cache_->revoke(o.wire.lease);
     match_.break_link(peer, "the link with rank " + std::to_string(peer) +
                                 " is out of step: a message to it was cancelled halfway after an earlier failure; "
                                 "build a new communicator");
-    // A provider that reads by address (shm) does not check the closed registration:
-    // wait a little for the peer to say no read of it is under way. A peer that says
-    // nothing meanwhile is not reading, and takes the withdrawal before it would.
+    // A provider that reads by address (shm) does not check a closed registration
+    // either: the wait also keeps such reads off memory the caller takes back. A peer
+    // that says nothing meanwhile is not reading, and takes the withdrawal before it would.
     const auto until = clock::now() + limits_.withdraw_wait;
     try {
       while (withdrawn_.count(id) != 0 && ep_open_ && match_.link(peer) != link_state::lost && clock::now() < until)
@@ -659,6 +660,7 @@ void engine::cancel(std::uint32_t& slot) noexcept {
     } catch (...) {
     }
     withdrawn_.erase(id);
+    cache_->revoke(o.wire.lease);
   } else {
     cache_->give_back(o.wire.lease);
   }
