@@ -352,12 +352,14 @@ void engine::failed(const fi_cq_err_entry& e, const std::string& why) {
       // tcp;ofi_rxm cancels the reads of a connection that went down, the socket's
       // errno in prov_errno. A revoked key reads as cancelled too, with ENOENT, and so
       // at times does a read from a process being killed: on this host its pidfd tells
-      // which (its sockets close a moment before the pidfd says it ended).
-      if (means_gone(e.err) ||
-          (e.err == FI_ECANCELED && (means_gone(e.prov_errno) || process_ended(c->peer, std::chrono::milliseconds(100)))))
-        lost(c->peer, "lost rank " + std::to_string(c->peer) + ": reading its message failed (" + why + ")");
-      else
-        match_.break_link(c->peer, "reading rank " + std::to_string(c->peer) + "'s message failed (" + why + ")");
+      // which (its sockets close a moment before the pidfd says it ended). Only the
+      // first failed slice decides: the link is no longer open for the others.
+      if (open(c->peer)) {
+        const bool gone = means_gone(e.err) || (e.err == FI_ECANCELED && (means_gone(e.prov_errno) ||
+                                                                          process_ended(c->peer, std::chrono::milliseconds(100))));
+        if (gone) lost(c->peer, "lost rank " + std::to_string(c->peer) + ": reading its message failed (" + why + ")");
+        else match_.break_link(c->peer, "reading rank " + std::to_string(c->peer) + "'s message failed (" + why + ")");
+      }
       r.abandoned = true;
       if (r.in_flight == 0) finish_reading(c->peer, outcome::dropped);
       break;
@@ -729,8 +731,7 @@ void engine::watch_peers() {
     peer_state& p = peers_[std::size_t(r)];
     if (r == rank() || !open(r) || !ep_open_ || p.said_goodbye) continue;
     if (p.pidfd >= 0) {
-      pollfd x{p.pidfd, POLLIN, 0};
-      if (::poll(&x, 1, 0) <= 0) continue;
+      if (!process_ended(r, std::chrono::milliseconds(0))) continue;
       // Its process ended: what it said before it did (a goodbye) may still be on its way.
       for (const auto until = clock::now() + std::chrono::milliseconds(20); open(r) && clock::now() < until;) progress();
       if (open(r))
