@@ -14,6 +14,8 @@
 #include <thread>
 #include <utility>
 
+#include "../config.hpp"
+
 namespace collectives {
 
 class progress_thread {
@@ -22,15 +24,10 @@ class progress_thread {
   enum class round { moved, waiting, nothing_in_flight };
 
   // `advance` advances every call in flight once; it runs on the thread, under the lock.
-  explicit progress_thread(std::function<round()> advance)
-      : advance_(std::move(advance)), thread_([this](std::stop_token stop) { loop(stop); }) {}
+  COLLECTIVES_DECL explicit progress_thread(std::function<round()> advance);
   progress_thread(const progress_thread&) = delete;
   progress_thread& operator=(const progress_thread&) = delete;
-  ~progress_thread() {
-    thread_.request_stop();
-    wake();
-    thread_.join();
-  }
+  COLLECTIVES_DECL ~progress_thread();
 
   // Held by the owner's thread while it works on the transport or the calls in
   // flight. Recursive, since a non-blocking start runs a blocking front end. The
@@ -71,61 +68,16 @@ class progress_thread {
   }
 
   // A call has started: the thread, idle for lack of calls, looks again.
-  void wake() {
-    {
-      std::lock_guard g(wake_mutex_);
-      woken_ = true;
-    }
-    woken_cv_.notify_one();
-  }
+  COLLECTIVES_DECL void wake();
 
  private:
-  void loop(std::stop_token stop) {
-    int idle_rounds = 0;
-    while (!stop.stop_requested()) {
-      round r;
-      {
-        std::lock_guard g(lock_);
-        r = advance_();
-      }
-      while (owner_waiting_.load(std::memory_order_relaxed) > 0) std::this_thread::yield();
-      switch (r) {
-        case round::moved:
-          idle_rounds = 0;
-          if (waiters_.load() > 0) tell_waiters();
-          break;
-        case round::waiting:
-          if (waiters_.load() > 0)
-            std::this_thread::yield();
-          else
-            back_off(idle_rounds++);
-          break;
-        case round::nothing_in_flight: {
-          std::unique_lock lk(wake_mutex_);
-          woken_cv_.wait(lk, stop, [&] { return std::exchange(woken_, false); });
-          idle_rounds = 0;
-          break;
-        }
-      }
-    }
-  }
-
-  void tell_waiters() {
-    {
-      std::lock_guard g(round_mutex_);
-      ++rounds_moved_;
-    }
-    round_cv_.notify_all();
-  }
+  COLLECTIVES_DECL void loop(std::stop_token stop);
+  COLLECTIVES_DECL void tell_waiters();
 
   // While calls wait on their peers: a few quick looks (a message often arrives
   // within microseconds), then sleeps growing to 100 µs, which bounds both the
   // delay the thread adds to a call and the core it takes from the computation.
-  static void back_off(int idle_rounds) {
-    if (idle_rounds < 16) return std::this_thread::yield();
-    const int doublings = std::min(idle_rounds - 16, 4);
-    std::this_thread::sleep_for(std::chrono::microseconds(100 >> (4 - doublings)));
-  }
+  COLLECTIVES_DECL static void back_off(int idle_rounds);
 
   std::function<round()> advance_;
   std::recursive_mutex lock_;
@@ -141,3 +93,7 @@ class progress_thread {
 };
 
 }  // namespace collectives
+
+#if !defined(COLLECTIVES_SEPARATE_COMPILATION)
+#include "progress_thread.ipp"
+#endif

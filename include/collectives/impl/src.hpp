@@ -29,6 +29,7 @@
 #include "../log.ipp"
 #include "../settings.ipp"
 #include "../trace.ipp"
+#include "../algorithm/progress_thread.ipp"
 #include "../run_ranks.hpp"
 
 // The executor's core over each built-in transport (the headers declare them extern).
