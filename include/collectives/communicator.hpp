@@ -62,6 +62,15 @@ struct transport_holder<Transport> {
   bool held;
 };
 
+// What a transport offers beyond the concept: joining the job the environment
+// describes, and a survivors' group after a failure.
+template <class Transport>
+concept joins_from_env = requires { Transport::from_env(); };
+template <class Transport>
+concept shrinks = requires(Transport& t, deadline until) {
+  { t.shrink(until) } -> std::same_as<Transport>;
+};
+
 }  // namespace detail
 
 template <class Transport>
@@ -72,49 +81,23 @@ class communicator {
   using transport_type = Transport;
 
   // COLLECTIVES_PROGRESS_THREAD (a flag) starts a progress thread.
-  explicit communicator(Transport transport, std::chrono::milliseconds timeout = default_timeout)
-      : transport_(std::move(transport)), timeout_(timeout) {
-    {
-      auto turn = exclusive();
-      transport_.shared().calls_in_flight.push_back(in_flight_.get());
-    }
-    if (settings::flag("COLLECTIVES_PROGRESS_THREAD").value_or(false)) start_progress_thread();
-  }
+  explicit communicator(Transport transport, std::chrono::milliseconds timeout = default_timeout);
   // Not while calls are in flight: they refer to the transport. A progress thread
   // moves along: it holds the calls in flight, which live on the heap.
   communicator(communicator&&) = default;
-  communicator& operator=(communicator&& o) noexcept {
-    if (this != &o) {
-      release();
-      transport_ = std::move(o.transport_);
-      timeout_ = o.timeout_;
-      calls_ = o.calls_;
-      plans_ = std::move(o.plans_);
-      workspace_ = std::move(o.workspace_);
-      in_flight_ = std::move(o.in_flight_);
-      algorithms_ = std::move(o.algorithms_);
-      hosts_ = std::move(o.hosts_);
-      link_figures_ = std::move(o.link_figures_);
-      check_calls_ = o.check_calls_;
-    }
-    return *this;
-  }
+  communicator& operator=(communicator&& o) noexcept;
 
   // Non-blocking calls still in flight are waited for, each until its deadline, so
   // that no message lands in a buffer after this; one that does not finish by then
   // is cancelled, and its handle reports why.
-  ~communicator() { release(); }
+  ~communicator();
 
   // A communicator for the job the environment describes, for transports that can
   // join one that way (shm, tcp, automatic_transport). The timeout comes from
   // COLLECTIVES_TIMEOUT (seconds). A transport fixed in code wins over
   // COLLECTIVES_TRANSPORT, with a warning when that asks for another.
   static communicator from_env()
-    requires requires { Transport::from_env(); }
-  {
-    if constexpr (!selectable_name<Transport>.empty()) warn_if_other_transport_selected(selectable_name<Transport>);
-    return communicator(Transport::from_env(), timeout_from_env());
-  }
+    requires detail::joins_from_env<Transport>;
 
   // COLLECTIVES_TIMEOUT in seconds (fractions allowed), or the default.
   static std::chrono::milliseconds timeout_from_env() {
@@ -168,16 +151,7 @@ class communicator {
   // and gives only errors from then on (docs/fault-tolerance.md). Throws
   // errc::timeout when a rank that lives does not call it within the timeout.
   communicator shrink()
-    requires requires(Transport& t, deadline until) {
-      { t.shrink(until) } -> std::same_as<Transport>;
-    }
-  {
-    revoke();
-    auto turn = exclusive();  // the shrink drives the transport itself
-    communicator next(transport().shrink(clock::now() + timeout_), timeout_);
-    next.check_calls_ = check_calls_;
-    return next;
-  }
+    requires detail::shrinks<Transport>;
 
   // Each collective call takes the next number, so messages of consecutive calls
   // never match each other. Every rank must make the same calls in the same order.
@@ -202,19 +176,7 @@ class communicator {
   // Calls are still started from one thread at a time; handles may then be tested and
   // waited for from any thread. One thread serves a job's communicator and every
   // group split from it, whichever of them started it.
-  void start_progress_thread() {
-    auto& shared = transport_.shared();
-    if (shared.progress) return;
-    shared.progress = std::make_unique<progress_thread>([&shared] {
-      if (shared.nothing_in_flight()) return progress_thread::round::nothing_in_flight;
-      try {
-        return shared.poll_all() ? progress_thread::round::moved : progress_thread::round::waiting;
-      } catch (...) {  // the transport failed outside any call: every call ends with it, none waits on
-        for (auto* calls : shared.calls_in_flight) calls->abandon_all(failure_of(std::current_exception()));
-        return progress_thread::round::moved;
-      }
-    });
-  }
+  void start_progress_thread();
   // Waits for the thread to end its round; the calls in flight stay, for the
   // caller to advance. Not while this thread holds exclusive(). Stops it for the
   // groups that share it too.
@@ -277,34 +239,13 @@ class communicator {
   executor_workspace<typename Transport::request>& workspace() noexcept { return workspace_; }
 
   // For the debug log: true when `call` now runs a different algorithm than it last did.
-  bool note_algorithm(std::string_view call, const char* algorithm) {
-    for (auto& [c, a] : algorithms_)
-      if (c == call) return std::exchange(a, algorithm) != algorithm;
-    algorithms_.emplace_back(std::string(call), algorithm);
-    return true;
-  }
+  bool note_algorithm(std::string_view call, const char* algorithm);
 
  private:
   // Waits for this communicator's calls in flight (see the destructor) and leaves
   // the transport's list. The progress thread stops with the last communicator
   // that shares it.
-  void release() noexcept {
-    if (!transport_ || !in_flight_) return;  // moved from
-    auto& shared = transport_.shared();
-    const bool last = shared.calls_in_flight.size() == 1;
-    if (last) stop_progress_thread();
-    auto turn = exclusive();
-    while (!in_flight_->empty()) {
-      try {
-        if (in_flight_->progress()) continue;
-        transport().wait_for_activity(clock::now() + std::chrono::milliseconds(10));
-      } catch (...) {
-        break;
-      }
-    }
-    in_flight_->abandon_all(error(errc::aborted, "the communicator was destroyed while this call was in flight"));
-    std::erase(shared.calls_in_flight, in_flight_.get());
-  }
+  void release() noexcept;
 
   detail::transport_holder<Transport> transport_;
   std::chrono::milliseconds timeout_;
@@ -317,6 +258,116 @@ class communicator {
   std::optional<link_classes> link_figures_;
   bool check_calls_ = settings::flag("COLLECTIVES_CHECK_CALLS").value_or(false);
 };
+
+// The members out of the class, so that they are not inline: for the built-in
+// transports the compiled library instantiates the communicator once (each
+// transport's header declares it `extern template`), and no unit of a program
+// compiles it again.
+
+template <class Transport>
+communicator<Transport>::communicator(Transport transport, std::chrono::milliseconds timeout)
+    : transport_(std::move(transport)), timeout_(timeout) {
+  {
+    auto turn = exclusive();
+    transport_.shared().calls_in_flight.push_back(in_flight_.get());
+  }
+  if (settings::flag("COLLECTIVES_PROGRESS_THREAD").value_or(false)) start_progress_thread();
+}
+
+template <class Transport>
+communicator<Transport>& communicator<Transport>::operator=(communicator&& o) noexcept {
+  if (this != &o) {
+    release();
+    transport_ = std::move(o.transport_);
+    timeout_ = o.timeout_;
+    calls_ = o.calls_;
+    plans_ = std::move(o.plans_);
+    workspace_ = std::move(o.workspace_);
+    in_flight_ = std::move(o.in_flight_);
+    algorithms_ = std::move(o.algorithms_);
+    hosts_ = std::move(o.hosts_);
+    link_figures_ = std::move(o.link_figures_);
+    check_calls_ = o.check_calls_;
+  }
+  return *this;
+}
+
+template <class Transport>
+communicator<Transport>::~communicator() {
+  release();
+}
+
+// from_env and shrink test their constraint again inside: clang 14 instantiates them in
+// an explicit instantiation of the class even where it fails (GCC 12 leaves them out).
+
+template <class Transport>
+communicator<Transport> communicator<Transport>::from_env()
+  requires detail::joins_from_env<Transport>
+{
+  if constexpr (detail::joins_from_env<Transport>) {
+    if constexpr (!selectable_name<Transport>.empty()) warn_if_other_transport_selected(selectable_name<Transport>);
+    return communicator(Transport::from_env(), timeout_from_env());
+  } else {
+    throw error(errc::invalid_config, "this transport cannot join a job from the environment");
+  }
+}
+
+template <class Transport>
+communicator<Transport> communicator<Transport>::shrink()
+  requires detail::shrinks<Transport>
+{
+  if constexpr (detail::shrinks<Transport>) {
+    revoke();
+    auto turn = exclusive();  // the shrink drives the transport itself
+    communicator next(transport().shrink(clock::now() + timeout_), timeout_);
+    next.check_calls_ = check_calls_;
+    return next;
+  } else {
+    throw error(errc::invalid_config, "this transport cannot shrink a group");
+  }
+}
+
+template <class Transport>
+void communicator<Transport>::start_progress_thread() {
+  auto& shared = transport_.shared();
+  if (shared.progress) return;
+  shared.progress = std::make_unique<progress_thread>([&shared] {
+    if (shared.nothing_in_flight()) return progress_thread::round::nothing_in_flight;
+    try {
+      return shared.poll_all() ? progress_thread::round::moved : progress_thread::round::waiting;
+    } catch (...) {  // the transport failed outside any call: every call ends with it, none waits on
+      for (auto* calls : shared.calls_in_flight) calls->abandon_all(failure_of(std::current_exception()));
+      return progress_thread::round::moved;
+    }
+  });
+}
+
+template <class Transport>
+bool communicator<Transport>::note_algorithm(std::string_view call, const char* algorithm) {
+  for (auto& [c, a] : algorithms_)
+    if (c == call) return std::exchange(a, algorithm) != algorithm;
+  algorithms_.emplace_back(std::string(call), algorithm);
+  return true;
+}
+
+template <class Transport>
+void communicator<Transport>::release() noexcept {
+  if (!transport_ || !in_flight_) return;  // moved from
+  auto& shared = transport_.shared();
+  const bool last = shared.calls_in_flight.size() == 1;
+  if (last) stop_progress_thread();
+  auto turn = exclusive();
+  while (!in_flight_->empty()) {
+    try {
+      if (in_flight_->progress()) continue;
+      transport().wait_for_activity(clock::now() + std::chrono::milliseconds(10));
+    } catch (...) {
+      break;
+    }
+  }
+  in_flight_->abandon_all(error(errc::aborted, "the communicator was destroyed while this call was in flight"));
+  std::erase(shared.calls_in_flight, in_flight_.get());
+}
 
 // Overrides a communicator's timeout for the calls made while it lives.
 template <class Communicator>

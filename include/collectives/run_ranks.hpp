@@ -53,7 +53,9 @@ void run_ranks(int size, Fn&& fn, std::chrono::milliseconds timeout = default_ti
 }
 
 #if defined(COLLECTIVES_SEPARATE_COMPILATION)
-extern template class executor_core<inproc>;  // compiled in the library (impl/src.hpp)
+// Compiled in the library (impl/src.hpp).
+extern template class executor_core<inproc>;
+extern template class communicator<inproc>;
 #endif
 
 }  // namespace collectives

@@ -10,7 +10,8 @@
 
 #include "../transport/rdma.ipp"
 
-// The executor's core over rdma (the header declares it extern).
+// The executor's core and the communicator over rdma (the header declares them extern).
 namespace collectives {
 template class executor_core<rdma>;
+template class communicator<rdma>;
 }  // namespace collectives

@@ -32,10 +32,15 @@
 #include "../algorithm/progress_thread.ipp"
 #include "../run_ranks.hpp"
 
-// The executor's core over each built-in transport (the headers declare them extern).
+// The executor's core and the communicator over each built-in transport (the headers
+// declare them extern).
 namespace collectives {
 template class executor_core<inproc>;
 template class executor_core<shm>;
 template class executor_core<tcp>;
 template class executor_core<automatic_transport>;
+template class communicator<inproc>;
+template class communicator<shm>;
+template class communicator<tcp>;
+template class communicator<automatic_transport>;
 }  // namespace collectives

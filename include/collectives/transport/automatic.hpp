@@ -24,6 +24,7 @@
 
 #include "../bootstrap/environment.hpp"
 #include "../bootstrap/job_token.hpp"
+#include "../communicator.hpp"
 #include "../concepts/transport.hpp"
 #include "../config.hpp"
 #include "../error.hpp"
@@ -159,7 +160,9 @@ class automatic_transport {
 
 #if defined(COLLECTIVES_SEPARATE_COMPILATION)
 namespace collectives {
-extern template class executor_core<automatic_transport>;  // compiled in the library (impl/src.hpp)
+// Compiled in the library (impl/src.hpp).
+extern template class executor_core<automatic_transport>;
+extern template class communicator<automatic_transport>;
 }  // namespace collectives
 #else
 #include "automatic.ipp"

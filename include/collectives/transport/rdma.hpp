@@ -126,7 +126,9 @@ inline const bool plugged_into_automatic = (transport_detail::rdma_socket() = {&
 
 #if defined(COLLECTIVES_SEPARATE_COMPILATION)
 namespace collectives {
-extern template class executor_core<rdma>;  // compiled in the library (impl/rdma_src.hpp)
+// Compiled in the library (impl/rdma_src.hpp).
+extern template class executor_core<rdma>;
+extern template class communicator<rdma>;
 }  // namespace collectives
 #else
 #include "rdma.ipp"

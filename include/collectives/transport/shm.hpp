@@ -140,7 +140,9 @@ class shm : public transport_detail::wire_transport<shm_detail::engine> {
 
 #if defined(COLLECTIVES_SEPARATE_COMPILATION)
 namespace collectives {
-extern template class executor_core<shm>;  // compiled in the library (impl/src.hpp)
+// Compiled in the library (impl/src.hpp).
+extern template class executor_core<shm>;
+extern template class communicator<shm>;
 }  // namespace collectives
 #else
 #include "shm.ipp"

@@ -136,7 +136,9 @@ class tcp : public transport_detail::wire_transport<tcp_detail::engine> {
 
 #if defined(COLLECTIVES_SEPARATE_COMPILATION)
 namespace collectives {
-extern template class executor_core<tcp>;  // compiled in the library (impl/src.hpp)
+// Compiled in the library (impl/src.hpp).
+extern template class executor_core<tcp>;
+extern template class communicator<tcp>;
 }  // namespace collectives
 #else
 #include "tcp.ipp"
