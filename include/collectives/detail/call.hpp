@@ -5,13 +5,16 @@
 #include <algorithm>
 #include <concepts>
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 #include <memory>
 #include <numeric>
 #include <span>
 #include <string>
+#include <string_view>
 #include <type_traits>
 
+#include "../algorithm/automatic.hpp"
 #include "../algorithm/executor.hpp"
 #include "../algorithm/in_flight.hpp"
 #include "../algorithm/schedule.hpp"
@@ -22,6 +25,7 @@
 #include "../error.hpp"
 #include "../log.hpp"
 #include "../ops/host_reduce.hpp"
+#include "../transport/declarations.hpp"
 #include "call_check.hpp"
 #include "hosts.hpp"
 #include "measured_costs.hpp"
@@ -143,7 +147,7 @@ inline std::string bytes_of_call(const plan_request& r) {
 // With COLLECTIVES_DEBUG=INFO: which algorithm each kind of call runs, whenever that
 // changes (automatic picks by size).
 template <class Algorithm, class Kind, class Communicator>
-void log_algorithm(Communicator& comm, const char* call, Kind k, const plan_request& r) {
+void log_algorithm(const Communicator& comm, const char* call, Kind k, const plan_request& r) {
   if (!log::enabled(log::level::info)) return;
   const char* chosen = running_algorithm<Algorithm>(k, r);
   if (!comm.note_algorithm(call, chosen)) return;
@@ -169,32 +173,118 @@ void run_plan(communicator<Tr>& comm, const schedule& plan, const call_context& 
   });
 }
 
+// What planning a call needs from its communicator, with the transport's type left
+// behind: the group, the transport's link figures, the plan cache, and the exchanges a
+// call may make first (the call check; the hosts and the link figures, each learned
+// once and kept by the communicator). So plan_call is compiled once per algorithm and
+// kind, whatever the transport, and once in the library for the default algorithm.
+class call_services {
+ public:
+  // The communicator's exchanges, as functions of its address.
+  struct exchanges {
+    void (*check_same_call)(void* comm, const char* call, const plan_request& req, std::uint64_t op,
+                            std::uint64_t algorithm, bool counts_match);
+    std::span<const int> (*hosts)(void* comm, const char* call);
+    const link_classes& (*link_figures)(void* comm, const char* call);
+    bool (*note_algorithm)(void* comm, std::string_view call, const char* algorithm);
+  };
+
+  template <transport Tr>
+  call_services(communicator<Tr>& comm, const exchanges& of_comm)
+      : rank(comm.rank()), size(comm.size()), costs(costs_of(comm.transport())), checks_calls(comm.checks_calls()),
+        plans(comm.plans()), comm_(&comm), exchanges_(&of_comm) {}
+
+  const int rank, size;
+  const link_costs costs;  // the transport's own figures
+  const bool checks_calls;
+  plan_cache& plans;
+
+  void check_same_call(const char* call, const plan_request& req, std::uint64_t op, std::uint64_t algorithm,
+                       bool counts_match) const {
+    exchanges_->check_same_call(comm_, call, req, op, algorithm, counts_match);
+  }
+  std::span<const int> hosts(const char* call) const { return exchanges_->hosts(comm_, call); }
+  const link_classes& link_figures(const char* call) const { return exchanges_->link_figures(comm_, call); }
+  bool note_algorithm(std::string_view call, const char* algorithm) const {
+    return exchanges_->note_algorithm(comm_, call, algorithm);
+  }
+
+ private:
+  void* comm_;
+  const exchanges* exchanges_;
+};
+
+// The exchanges of a communicator over Tr.
+template <transport Tr>
+inline constexpr call_services::exchanges exchanges_of{
+    [](void* comm, const char* call, const plan_request& req, std::uint64_t op, std::uint64_t algorithm,
+       bool counts_match) { check_same_call(*static_cast<communicator<Tr>*>(comm), call, req, op, algorithm, counts_match); },
+    [](void* comm, const char* call) { return hosts_of(*static_cast<communicator<Tr>*>(comm), call); },
+    [](void* comm, const char* call) -> const link_classes& {
+      return link_classes_of(*static_cast<communicator<Tr>*>(comm), call);
+    },
+    [](void* comm, std::string_view call, const char* algorithm) {
+      return static_cast<communicator<Tr>*>(comm)->note_algorithm(call, algorithm);
+    }};
+
+template <transport Tr>
+call_services services_of(communicator<Tr>& comm) {
+  return call_services(comm, exchanges_of<Tr>);
+}
+
+#if defined(COLLECTIVES_SEPARATE_COMPILATION)
+// The built-in transports' exchanges are compiled in the library (impl/src.hpp).
+call_services services_of(communicator<inproc>& comm);
+call_services services_of(communicator<shm>& comm);
+call_services services_of(communicator<tcp>& comm);
+call_services services_of(communicator<automatic_transport>& comm);
+#endif
+
 // The plan of one call of this rank: the call check, the hosts and link figures the
 // algorithm plans by, and the plan cache. The element type and op enter only through
-// `req` and `op_fingerprint`, so this is compiled once per algorithm, kind and
-// transport. A plan the cache does not keep goes to `uncached`.
-template <class Algorithm, class Kind, transport Tr>
-const schedule& plan_call(communicator<Tr>& comm, const char* call, Kind kind, plan_request& req,
+// `req` and `op_fingerprint`, and the transport only through `comm`. A plan the cache
+// does not keep goes to `uncached`.
+template <class Algorithm, class Kind>
+const schedule& plan_call(const call_services& comm, const char* call, Kind kind, plan_request& req,
                           std::uint64_t op_fingerprint, schedule& uncached) {
-  req.rank = comm.rank();
-  req.size = comm.size();
-  req.costs = req.on_host_costs = costs_of(comm.transport());
-  if (comm.checks_calls())  // all_to_allv's counts differ by rank by design
-    check_same_call(comm, call, req, op_fingerprint, type_fingerprint<Algorithm>(),
-                    !std::is_same_v<Kind, kind::all_to_allv>);
-  if constexpr (plans_by_hosts<Algorithm, Kind>) req.hosts = hosts_of(comm, call);
+  req.rank = comm.rank;
+  req.size = comm.size;
+  req.costs = req.on_host_costs = comm.costs;
+  if (comm.checks_calls)  // all_to_allv's counts differ by rank by design
+    comm.check_same_call(call, req, op_fingerprint, type_fingerprint<Algorithm>(),
+                         !std::is_same_v<Kind, kind::all_to_allv>);
+  if constexpr (plans_by_hosts<Algorithm, Kind>) req.hosts = comm.hosts(call);
   if constexpr (requires { Algorithm::chosen_name(kind, req); }) {  // it picks by the link costs
-    const link_classes& links = link_classes_of(comm, call);
+    const link_classes& links = comm.link_figures(call);
     req.on_host_costs = req.costs = links.on_host;
     if (!same_figures(links.on_host, links.across_hosts)) {  // the same on every rank
-      const std::span<const int> hosts = hosts_of(comm, call);
+      const std::span<const int> hosts = comm.hosts(call);
       if (std::any_of(hosts.begin(), hosts.end(), [&](int h) { return h != hosts[0]; })) req.costs = links.across_hosts;
     }
   }
   log_algorithm<Algorithm>(comm, call, kind, req);
   if (!plan_cache::keeps(req)) return uncached = Algorithm::plan(kind, req);
-  return comm.plans().find_or_make(plan_cache::key_of<Algorithm, Kind>(req), [&] { return Algorithm::plan(kind, req); });
+  return comm.plans.find_or_make(plan_cache::key_of<Algorithm, Kind>(req), [&] { return Algorithm::plan(kind, req); });
 }
+
+#if defined(COLLECTIVES_SEPARATE_COMPILATION)
+// The default algorithm's plans, for every collective, are compiled in the library
+// (impl/src.hpp).
+extern template const schedule& plan_call<automatic>(const call_services&, const char*, kind::broadcast, plan_request&, std::uint64_t, schedule&);
+extern template const schedule& plan_call<automatic>(const call_services&, const char*, kind::reduce, plan_request&, std::uint64_t, schedule&);
+extern template const schedule& plan_call<automatic>(const call_services&, const char*, kind::all_reduce, plan_request&, std::uint64_t, schedule&);
+extern template const schedule& plan_call<automatic>(const call_services&, const char*, kind::gather, plan_request&, std::uint64_t, schedule&);
+extern template const schedule& plan_call<automatic>(const call_services&, const char*, kind::gatherv, plan_request&, std::uint64_t, schedule&);
+extern template const schedule& plan_call<automatic>(const call_services&, const char*, kind::scatter, plan_request&, std::uint64_t, schedule&);
+extern template const schedule& plan_call<automatic>(const call_services&, const char*, kind::scatterv, plan_request&, std::uint64_t, schedule&);
+extern template const schedule& plan_call<automatic>(const call_services&, const char*, kind::all_gather, plan_request&, std::uint64_t, schedule&);
+extern template const schedule& plan_call<automatic>(const call_services&, const char*, kind::all_gatherv, plan_request&, std::uint64_t, schedule&);
+extern template const schedule& plan_call<automatic>(const call_services&, const char*, kind::reduce_scatter, plan_request&, std::uint64_t, schedule&);
+extern template const schedule& plan_call<automatic>(const call_services&, const char*, kind::reduce_scatterv, plan_request&, std::uint64_t, schedule&);
+extern template const schedule& plan_call<automatic>(const call_services&, const char*, kind::all_to_all, plan_request&, std::uint64_t, schedule&);
+extern template const schedule& plan_call<automatic>(const call_services&, const char*, kind::all_to_allv, plan_request&, std::uint64_t, schedule&);
+extern template const schedule& plan_call<automatic>(const call_services&, const char*, kind::barrier, plan_request&, std::uint64_t, schedule&);
+#endif
 
 // Plans the call with Algorithm and runs it on this rank.
 template <class Algorithm, class Space = host_memory, class Kind, transport Tr, class T, class Op>
@@ -206,7 +296,7 @@ void run(communicator<Tr>& comm, const char* call, Kind kind, plan_request req, 
   req.commutative = is_commutative_v<Op>;
   auto turn = comm.exclusive();
   schedule uncached;  // a plan the cache does not keep lives for this call only
-  const schedule& plan = plan_call<Algorithm>(comm, call, kind, req, type_fingerprint<Op>(), uncached);
+  const schedule& plan = plan_call<Algorithm>(services_of(comm), call, kind, req, type_fingerprint<Op>(), uncached);
   run_plan<Space>(comm, plan, call_context::starting_now(call, comm.next_call(), comm.timeout()), input, output, op);
 }
 

@@ -30,6 +30,7 @@
 #include "../settings.ipp"
 #include "../trace.ipp"
 #include "../algorithm/progress_thread.ipp"
+#include "../detail/call.hpp"
 #include "../run_ranks.hpp"
 
 // The executor's core and the communicator over each built-in transport (the headers
@@ -43,4 +44,27 @@ template class communicator<inproc>;
 template class communicator<shm>;
 template class communicator<tcp>;
 template class communicator<automatic_transport>;
+
+// Their exchanges, and the default algorithm's plans (detail/call.hpp declares them).
+namespace detail {
+call_services services_of(communicator<inproc>& comm) { return services_of<inproc>(comm); }
+call_services services_of(communicator<shm>& comm) { return services_of<shm>(comm); }
+call_services services_of(communicator<tcp>& comm) { return services_of<tcp>(comm); }
+call_services services_of(communicator<automatic_transport>& comm) { return services_of<automatic_transport>(comm); }
+
+template const schedule& plan_call<automatic>(const call_services&, const char*, kind::broadcast, plan_request&, std::uint64_t, schedule&);
+template const schedule& plan_call<automatic>(const call_services&, const char*, kind::reduce, plan_request&, std::uint64_t, schedule&);
+template const schedule& plan_call<automatic>(const call_services&, const char*, kind::all_reduce, plan_request&, std::uint64_t, schedule&);
+template const schedule& plan_call<automatic>(const call_services&, const char*, kind::gather, plan_request&, std::uint64_t, schedule&);
+template const schedule& plan_call<automatic>(const call_services&, const char*, kind::gatherv, plan_request&, std::uint64_t, schedule&);
+template const schedule& plan_call<automatic>(const call_services&, const char*, kind::scatter, plan_request&, std::uint64_t, schedule&);
+template const schedule& plan_call<automatic>(const call_services&, const char*, kind::scatterv, plan_request&, std::uint64_t, schedule&);
+template const schedule& plan_call<automatic>(const call_services&, const char*, kind::all_gather, plan_request&, std::uint64_t, schedule&);
+template const schedule& plan_call<automatic>(const call_services&, const char*, kind::all_gatherv, plan_request&, std::uint64_t, schedule&);
+template const schedule& plan_call<automatic>(const call_services&, const char*, kind::reduce_scatter, plan_request&, std::uint64_t, schedule&);
+template const schedule& plan_call<automatic>(const call_services&, const char*, kind::reduce_scatterv, plan_request&, std::uint64_t, schedule&);
+template const schedule& plan_call<automatic>(const call_services&, const char*, kind::all_to_all, plan_request&, std::uint64_t, schedule&);
+template const schedule& plan_call<automatic>(const call_services&, const char*, kind::all_to_allv, plan_request&, std::uint64_t, schedule&);
+template const schedule& plan_call<automatic>(const call_services&, const char*, kind::barrier, plan_request&, std::uint64_t, schedule&);
+}  // namespace detail
 }  // namespace collectives
