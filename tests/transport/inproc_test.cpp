@@ -1,12 +1,17 @@
 // The in-process transport and the point-to-point layer on top of it: messages of any
 // size reach the right rank intact, matching follows (peer, tag) and is first-in
 // first-out per tag, cancel really withdraws a message, wake-ups are never lost, and
-// consecutive calls never mix their messages.
+// consecutive calls never mix their messages; a rank of 1,024 holds state only for
+// the peers it talks to.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <new>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -66,7 +71,44 @@ std::uint32_t value(int from, int to, std::size_t n, std::size_t i) {
   return std::uint32_t(from * 1'000'003 + to * 10'007 + int(n % 1009) * 101) ^ std::uint32_t(i * 2654435761u);
 }
 
+// Counts the bytes each thread has allocated and not yet freed (whoever frees them):
+// a thread that sets `counted_as` to an index has its allocations counted there.
+namespace counting {
+constexpr int slots = 1024;
+std::atomic<long long> live[slots];
+thread_local int counted_as = -1;
+struct alignas(std::max_align_t) header {  // before each block: whose it is, and its size
+  int owner;
+  std::size_t bytes;
+};
+constexpr std::size_t room = (sizeof(header) + 63) / 64 * 64;  // keeps any alignment up to 64
+
+void* allocate(std::size_t n, std::size_t alignment) {
+  alignment = std::max(alignment, alignof(header));
+  void* block = std::aligned_alloc(std::max(alignment, room), (room + n + alignment - 1) / alignment * alignment);
+  if (block == nullptr) throw std::bad_alloc();
+  auto* data = static_cast<std::byte*>(block) + std::max(alignment, room);
+  auto* h = reinterpret_cast<header*>(data) - 1;
+  *h = {counted_as, n};
+  if (counted_as >= 0) live[counted_as] += static_cast<long long>(n);
+  return data;
+}
+void release(void* p, std::size_t alignment) noexcept {
+  if (p == nullptr) return;
+  const auto* h = static_cast<header*>(p) - 1;
+  if (h->owner >= 0) live[h->owner] -= static_cast<long long>(h->bytes);
+  std::free(static_cast<std::byte*>(p) - std::max(std::max(alignment, alignof(header)), room));
+}
+}  // namespace counting
+
 }  // namespace
+
+void* operator new(std::size_t n) { return counting::allocate(n, alignof(std::max_align_t)); }
+void* operator new(std::size_t n, std::align_val_t a) { return counting::allocate(n, std::size_t(a)); }
+void operator delete(void* p) noexcept { counting::release(p, alignof(std::max_align_t)); }
+void operator delete(void* p, std::size_t) noexcept { counting::release(p, alignof(std::max_align_t)); }
+void operator delete(void* p, std::align_val_t a) noexcept { counting::release(p, std::size_t(a)); }
+void operator delete(void* p, std::size_t, std::align_val_t a) noexcept { counting::release(p, std::size_t(a)); }
 
 TEST_CASE("send/recv: every ordered pair, sizes from one element to 8 MiB, arrive intact") {
   constexpr int p = 4;
@@ -360,5 +402,47 @@ TEST_CASE("back-to-back collectives of different kinds and sizes never take each
       INFO("P = ", p, ", rank ", r);
       CHECK_MESSAGE(problems[std::size_t(r)].empty(), problems[std::size_t(r)]);
     }
+  }
+}
+
+TEST_CASE("1,024 ranks as threads: a tree all_reduce, each rank holding state only for the peers it talked to") {
+  // The matching engine makes a peer's state on first contact: a rank of a large group
+  // holds its communicator, its transport, a tree's plan and the state of the few peers
+  // the tree links it to, not something for each of the 1,024 ranks (800 KB each before).
+  constexpr int p = counting::slots;
+  constexpr std::size_t n = 1000;
+  coll::inproc_group group(p);
+  std::vector<long long> held(p);
+  std::vector<std::string> problems(p);
+  {
+    std::vector<std::jthread> ranks;
+    for (int r = 0; r < p; ++r)
+      ranks.emplace_back([&, r] {
+        std::vector<float> data(n, float(r));  // the caller's, not the library's
+        try {
+          counting::counted_as = r;
+          comm c(group.transport(r), generous);
+          coll::all_reduce<coll::double_binary_tree>(c, data, coll::sum{});
+          held[std::size_t(r)] = counting::live[r];
+        } catch (const std::exception& e) {
+          problems[std::size_t(r)] = e.what();
+          group.abort();
+        }
+        counting::counted_as = -1;
+        if (problems[std::size_t(r)].empty() && data != std::vector<float>(n, float(p * (p - 1) / 2)))
+          problems[std::size_t(r)] = "wrong sum";
+      });
+  }
+  for (int r = 0; r < p; ++r) {
+    // The peers this rank's plan exchanges messages with.
+    std::set<int> peers;
+    const coll::schedule plan = coll::double_binary_tree::plan(
+        coll::kind::all_reduce{}, {.rank = r, .size = p, .count = n, .element_size = sizeof(float)});
+    for (const coll::operation& o : plan.ops)
+      if (o.peer >= 0) peers.insert(o.peer);
+    INFO("rank ", r, " talked to ", peers.size(), " peers and holds ", held[std::size_t(r)], " bytes");
+    CHECK_MESSAGE(problems[std::size_t(r)].empty(), problems[std::size_t(r)]);
+    CHECK(held[std::size_t(r)] > 0);
+    CHECK(held[std::size_t(r)] <= 16 * 1024 + 1024 * static_cast<long long>(peers.size()));
   }
 }

@@ -26,13 +26,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <deque>
 #include <exception>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -129,7 +129,7 @@ class matching_engine {
   using op = operation<WireState>;
 
   matching_engine(int rank, int size, early_limits limits, Bytes bytes = {})
-      : rank_(rank), size_(size), limits_(limits), bytes_(std::move(bytes)), peers_(std::size_t(size)) {}
+      : rank_(rank), size_(size), limits_(limits), bytes_(std::move(bytes)) {}
   matching_engine(const matching_engine&) = delete;
   matching_engine& operator=(const matching_engine&) = delete;
 
@@ -175,7 +175,7 @@ class matching_engine {
   // (none for an empty message, which is complete at once).
   // `beyond_limits`: kept early whatever its size (the peer sends nothing more).
   landing begin_message(int peer, message_tag tag, std::size_t bytes, bool beyond_limits = false) {
-    peer_state& p = peers_[std::size_t(peer)];
+    peer_state& p = contact(peer);
     incoming_message& m = p.incoming;
     m = {.active = true, .into = landing::discard, .tag = tag, .bytes = bytes};
     if (aborted()) {  // no receive will come: taken in and dropped, so the link reads on
@@ -211,21 +211,21 @@ class matching_engine {
   }
 
   // True while a message from `peer` is arriving (begun, not all delivered).
-  bool in_message(int peer) const { return peers_[std::size_t(peer)].incoming.active; }
-  const message_tag& message_tag_of(int peer) const { return peers_[std::size_t(peer)].incoming.tag; }
-  std::size_t message_bytes(int peer) const { return peers_[std::size_t(peer)].incoming.bytes; }
-  std::size_t message_moved(int peer) const { return peers_[std::size_t(peer)].incoming.moved; }
+  bool in_message(int peer) const { return known(peer).incoming.active; }
+  const message_tag& message_tag_of(int peer) const { return known(peer).incoming.tag; }
+  std::size_t message_bytes(int peer) const { return known(peer).incoming.bytes; }
+  std::size_t message_moved(int peer) const { return known(peer).incoming.moved; }
   // What the receive the arriving message matched expects, whether or not it fits.
-  std::size_t expected_bytes(int peer) const { return peers_[std::size_t(peer)].incoming.expected; }
+  std::size_t expected_bytes(int peer) const { return known(peer).incoming.expected; }
   // The receive the arriving message lands in, or no_slot.
   std::uint32_t receiving(int peer) const {
-    const incoming_message& m = peers_[std::size_t(peer)].incoming;
+    const incoming_message& m = known(peer).incoming;
     return m.active && m.into == landing::receive ? m.receive : no_slot;
   }
 
   // The next bytes of the arriving message. True once it is complete.
   bool deliver(int peer, std::span<const std::byte> piece) {
-    peer_state& p = peers_[std::size_t(peer)];
+    peer_state& p = contact(peer);
     incoming_message& m = p.incoming;
     if (m.into == landing::receive) {
       op& o = at(m.receive);
@@ -243,13 +243,13 @@ class matching_engine {
   // Where a wire that can read straight into memory may put the arriving message's
   // next bytes: the rest of a plain receive's buffer, or nothing.
   std::span<std::byte> direct_destination(int peer) {
-    const incoming_message& m = peers_[std::size_t(peer)].incoming;
+    const incoming_message& m = known(peer).incoming;
     if (!m.active || m.into != landing::receive || at(m.receive).type != op_type::recv) return {};
     return at(m.receive).in.subspan(m.moved);
   }
   // The wire put `n` bytes at direct_destination(peer). True once the message is complete.
   bool delivered_directly(int peer, std::size_t n) {
-    peer_state& p = peers_[std::size_t(peer)];
+    peer_state& p = contact(peer);
     p.incoming.moved += n;
     if (p.incoming.moved < p.incoming.bytes) return false;
     finish_message(p);
@@ -276,7 +276,7 @@ class matching_engine {
   // free. The wire undoes its own part from what this returns.
   cancellation cancel(std::uint32_t& slot) noexcept {
     op& o = at(slot);
-    peer_state& p = peers_[std::size_t(o.peer)];
+    peer_state& p = contact(o.peer);
     cancellation c{o.type, o.state, o.peer, false};
     if (o.type != op_type::send) {
       std::erase(p.posted, slot);
@@ -361,8 +361,8 @@ class matching_engine {
   }
   void depart(int peer, std::string why) { set_link(peer, link_state::departed, std::move(why)); }
   void break_link(int peer, std::string why) { set_link(peer, link_state::broken, std::move(why)); }
-  link_state link(int peer) const { return peers_[std::size_t(peer)].link; }
-  const std::string& link_story(int peer) const { return peers_[std::size_t(peer)].why; }
+  link_state link(int peer) const { return known(peer).link; }
+  const std::string& link_story(int peer) const { return known(peer).why; }
   int first_lost() const { return first_lost_; }
 
   bool aborted() const { return aborted_by() != -1; }
@@ -387,7 +387,7 @@ class matching_engine {
 
   // An operation whose peer has left or whose link is out of step can't finish.
   void throw_if_link_down(const op& o) const {
-    const peer_state& p = peers_[std::size_t(o.peer)];
+    const peer_state& p = known(o.peer);
     switch (p.link) {
       case link_state::open: return;
       case link_state::departed:
@@ -463,7 +463,7 @@ class matching_engine {
 
   struct peer_state {
     std::vector<std::uint32_t> posted;  // receives not matched yet, in posting order
-    std::deque<early_message> early;    // in arrival order
+    std::vector<early_message> early;   // in arrival order
     std::size_t early_bytes = 0;
     incoming_message incoming;
     link_state link = link_state::open;
@@ -518,7 +518,7 @@ class matching_engine {
   // A new receive: the oldest early message with its tag is its message.
   void accept(std::uint32_t slot) {
     op& o = at(slot);
-    peer_state& p = peers_[std::size_t(o.peer)];
+    peer_state& p = contact(o.peer);
     for (std::size_t i = 0; i < p.early.size(); ++i) {
       early_message& e = p.early[i];
       if (!(e.tag == o.tag) || e.claimed_by != no_slot || e.refused) continue;
@@ -565,8 +565,16 @@ class matching_engine {
     if (p.incoming.active && p.incoming.into == landing::early && p.incoming.early_index > i) --p.incoming.early_index;
   }
 
+  peer_state& contact(int peer) { return peers_[peer]; }
+  // A peer this rank has not been in contact with has the state of a fresh one.
+  const peer_state& known(int peer) const {
+    static const peer_state fresh;
+    const auto it = peers_.find(peer);
+    return it == peers_.end() ? fresh : it->second;
+  }
+
   bool set_link(int peer, link_state state, std::string why) {
-    peer_state& p = peers_[std::size_t(peer)];
+    peer_state& p = contact(peer);
     if (p.link != link_state::open) return false;
     p.link = state;
     p.why = std::move(why);
@@ -576,7 +584,9 @@ class matching_engine {
   int rank_, size_;
   early_limits limits_;
   Bytes bytes_;  // before the early messages, so that it outlives their buffers
-  std::vector<peer_state> peers_;
+  // Made on first contact, so that a rank of a large group holds state only for the
+  // peers its schedules reach (a ring's two, a tree's few), not for every rank.
+  std::unordered_map<int, peer_state> peers_;
   std::vector<std::unique_ptr<op>> ops_;
   std::vector<std::uint32_t> free_;
   const op* failed_here_ = nullptr;  // a receive whose op threw, until it is released
