@@ -110,6 +110,10 @@ class communicator {
   Transport& transport() noexcept { return transport_.get(); }
   const Transport& transport() const noexcept { return transport_.get(); }
 
+  // The time by the transport's clock (steady_clock unless it keeps its own: now_of),
+  // which every deadline of its calls is counted in.
+  deadline now() const { return now_of(transport()); }
+
   // Every blocking call fails with errc::timeout once this much time has passed.
   std::chrono::milliseconds timeout() const noexcept { return timeout_; }
   void set_timeout(std::chrono::milliseconds t) noexcept { timeout_ = t; }
@@ -319,7 +323,7 @@ communicator<Transport> communicator<Transport>::shrink()
   if constexpr (detail::shrinks<Transport>) {
     revoke();
     auto turn = exclusive();  // the shrink drives the transport itself
-    communicator next(transport().shrink(clock::now() + timeout_), timeout_);
+    communicator next(transport().shrink(now() + timeout_), timeout_);
     next.check_calls_ = check_calls_;
     return next;
   } else {
@@ -360,7 +364,7 @@ void communicator<Transport>::release() noexcept {
   while (!in_flight_->empty()) {
     try {
       if (in_flight_->progress()) continue;
-      transport().wait_for_activity(clock::now() + std::chrono::milliseconds(10));
+      transport().wait_for_activity(now() + std::chrono::milliseconds(10));
     } catch (...) {
       break;
     }

@@ -79,7 +79,7 @@ class call_handle {
     if (!call_) return true;
     // A progress thread moves the call; past its deadline this thread advances it too,
     // so that it ends even when the progress thread cannot take its turn.
-    if (call_->running() && (!comm_->has_progress_thread() || clock::now() >= call_->context().until))
+    if (call_->running() && (!comm_->has_progress_thread() || call_->now() >= call_->context().until))
       comm_->progress();
     switch (call_->current()) {
       case in_flight_call::state::running: return false;
@@ -104,14 +104,14 @@ class call_handle {
   bool wait_until(deadline until) {
     if (!call_) return true;
     while (!test()) {
-      if (clock::now() >= until) return false;
+      if (call_->now() >= until) return false;
       sleep_until(std::min(until, call_->context().until));
     }
     return true;
   }
   template <class Rep, class Period>
   bool wait_for(std::chrono::duration<Rep, Period> d) {
-    return wait_until(clock::now() + std::chrono::duration_cast<clock::duration>(d));
+    return wait_until((call_ ? call_->now() : clock::now()) + std::chrono::duration_cast<clock::duration>(d));
   }
 
   // The call's deadline: its start plus the communicator's timeout then.

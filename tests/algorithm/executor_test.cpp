@@ -1,5 +1,11 @@
-// The executor against transports that behave as the concept allows but no better.
+// The executor against transports that behave as the concept allows but no better,
+// and as a simulator will drive it: on a transport's own clock, and one thread
+// stepping every rank.
 #include <chrono>
+#include <cstddef>
+#include <memory>
+#include <numeric>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -31,6 +37,36 @@ class always_awake {
 };
 static_assert(coll::transport<always_awake>);
 
+// The in-process transport on a test clock: time passes only when the executor would
+// sleep with nothing to do, and then jumps to the deadline it would sleep until, as a
+// simulator's clock jumps to its next event.
+class on_test_clock {
+ public:
+  using request = coll::inproc::request;
+  static constexpr coll::transport_traits traits = coll::traits_of<coll::inproc>();  // one host, so no call asks
+  on_test_clock(coll::inproc inner, coll::deadline& clock) : inner_(std::move(inner)), now_(&clock) {}
+  int rank() const { return inner_.rank(); }
+  int size() const { return inner_.size(); }
+  coll::deadline now() const { return *now_; }
+  request post_send(int peer, coll::message_tag tag, std::span<const std::byte> b) { return inner_.post_send(peer, tag, b); }
+  request post_recv(int peer, coll::message_tag tag, std::span<std::byte> b) { return inner_.post_recv(peer, tag, b); }
+  bool test(request& r) { return inner_.test(r); }
+  bool wait_for_activity(coll::deadline until) {
+    if (coll::clock::now() - started_ > 10s) throw std::runtime_error("the test clock's deadline never fired");
+    if (inner_.wait_for_activity(coll::clock::now())) return true;  // only looks: real time never waits here
+    if (until > *now_) *now_ = until;
+    return false;
+  }
+  void cancel(request& r) noexcept { inner_.cancel(r); }
+  void abort() { inner_.abort(); }
+
+ private:
+  coll::inproc inner_;
+  coll::deadline* now_;
+  coll::clock::time_point started_ = coll::clock::now();
+};
+static_assert(coll::transport<on_test_clock>);
+
 }  // namespace
 
 TEST_CASE("the deadline holds even when the transport never stops waking the executor") {
@@ -55,4 +91,63 @@ TEST_CASE("collectives complete on a transport that wakes spuriously") {
     });
   ranks.clear();  // joins
   CHECK(results == std::vector<int>{6, 6, 6});
+}
+
+TEST_CASE("a clock the transport supplies fires a call's deadline without real time passing") {
+  // Rank 1 never calls: rank 0's calls end at their deadline, an hour by the
+  // transport's clock, in well under a second of real time. A call that counted its
+  // deadline by steady_clock would sleep on instead, until the transport gives up.
+  coll::inproc_group group(2);
+  coll::deadline clock{};
+  coll::communicator<on_test_clock> comm(on_test_clock(group.transport(0), clock), 1h);
+  std::vector<float> data(10, 1.0f);
+  const auto started = coll::clock::now();
+  try {
+    coll::all_reduce(comm, data, coll::sum{});
+    FAIL("the call ended without its peer");
+  } catch (const coll::error& e) {
+    CHECK(e.code() == coll::errc::timeout);
+    CHECK(std::string(e.what()).find("timed out after 3600000 ms") != std::string::npos);
+  }
+  CHECK(clock == coll::deadline{} + 1h);  // the deadline was counted from the transport's time
+  // The same for a non-blocking call, which its handle ends by that clock.
+  auto handle = coll::iall_reduce(comm, data, coll::sum{});
+  CHECK_THROWS_WITH_AS(handle.wait(), doctest::Contains("timed out"), coll::error);
+  CHECK(clock == coll::deadline{} + 2h);
+  CHECK(coll::clock::now() - started < 5s);
+}
+
+TEST_CASE("one thread steps the calls of 64 ranks to completion") {
+  // What a simulator does: no thread per rank; each rank's calls start without
+  // waiting on the network and move only when stepped.
+  constexpr int p = 64;
+  constexpr std::size_t n = 1001;
+  coll::inproc_group group(p);
+  std::vector<std::unique_ptr<coll::communicator<coll::inproc>>> comms;
+  for (int r = 0; r < p; ++r) comms.push_back(std::make_unique<coll::communicator<coll::inproc>>(group.transport(r), 10s));
+  std::vector<std::vector<float>> sums(p);
+  std::vector<std::vector<int>> gathered(p, std::vector<int>(p * 3));
+  std::vector<coll::call_handle<coll::inproc>> calls;
+  for (int r = 0; r < p; ++r) {
+    sums[std::size_t(r)].resize(n);
+    for (std::size_t i = 0; i < n; ++i) sums[std::size_t(r)][i] = float(r * 3 + int(i % 7));
+    calls.push_back(coll::iall_reduce(*comms[std::size_t(r)], sums[std::size_t(r)], coll::sum{}));
+    calls.push_back(coll::iall_gather(*comms[std::size_t(r)], std::vector<int>{r, -r, r * r}, gathered[std::size_t(r)]));
+  }
+  int rounds = 0;
+  for (bool all_done = false; !all_done && rounds < 100'000; ++rounds) {
+    all_done = true;
+    for (auto& call : calls) all_done &= call.test();
+  }
+  CHECK(rounds < 100'000);
+  std::vector<float> expected(n);
+  for (std::size_t i = 0; i < n; ++i)
+    for (int r = 0; r < p; ++r) expected[i] += float(r * 3 + int(i % 7));
+  std::vector<int> all(p * 3);
+  for (int r = 0; r < p; ++r) all[std::size_t(r) * 3] = r, all[std::size_t(r) * 3 + 1] = -r, all[std::size_t(r) * 3 + 2] = r * r;
+  for (int r = 0; r < p; ++r) {
+    INFO("rank ", r);
+    CHECK(sums[std::size_t(r)] == expected);
+    CHECK(gathered[std::size_t(r)] == all);
+  }
 }

@@ -36,9 +36,13 @@ struct call_context {
   deadline until{};
   long long timeout_ms = 0;
 
-  // A call that starts now and may take `timeout`.
+  // A call that starts at `now` (by its transport's clock: now_of) and may take `timeout`.
+  static call_context starting_at(deadline now, const char* name, std::uint64_t call, std::chrono::milliseconds timeout) {
+    return {name, call, now + timeout, static_cast<long long>(timeout.count())};
+  }
+  // The same by steady_clock, for a transport that keeps no clock of its own.
   static call_context starting_now(const char* name, std::uint64_t call, std::chrono::milliseconds timeout) {
-    return {name, call, clock::now() + timeout, static_cast<long long>(timeout.count())};
+    return starting_at(clock::now(), name, call, timeout);
   }
 };
 
@@ -80,7 +84,7 @@ class executor_core {
       // Past the deadline with nothing done, even if wake-ups keep coming (say, from
       // messages this call never matches), the call fails.
       const auto wait = [&] { return transport_.wait_for_activity(ctx.until); };
-      if (clock::now() >= ctx.until || !traced(what::wait, 0, wait)) fail(error(errc::timeout, timeout_message(ctx)));
+      if (now_of(transport_) >= ctx.until || !traced(what::wait, 0, wait)) fail(error(errc::timeout, timeout_message(ctx)));
     }
   }
 

@@ -41,7 +41,7 @@ class in_flight_call {
         return true;
       }
       if (finished_operations() != before) return true;
-      if (clock::now() >= ctx_.until) give_up_timed_out();
+      if (now() >= ctx_.until) give_up_timed_out();
       return false;
     } catch (...) {
       end_with(std::current_exception());
@@ -63,6 +63,8 @@ class in_flight_call {
   // Takes in what the call's transport has received, without waiting; true when
   // anything came. Some transports (tcp) take messages in only when asked to.
   virtual bool look_for_messages() = 0;
+  // The time by the call's transport (now_of), which its deadline is compared with.
+  virtual deadline now() const = 0;
   bool running() const noexcept { return current() == state::running; }
   const std::exception_ptr& failure() const noexcept { return failure_; }
   const call_context& context() const noexcept { return ctx_; }
@@ -98,7 +100,8 @@ class started_call final : public in_flight_call {
     executor_.start();
   }
 
-  bool look_for_messages() override { return transport_.wait_for_activity(clock::now()); }
+  bool look_for_messages() override { return transport_.wait_for_activity(now()); }
+  deadline now() const override { return now_of(transport_); }
 
  private:
   bool step() override { return executor_.advance(ctx_); }

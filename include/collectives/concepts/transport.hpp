@@ -68,6 +68,15 @@ link_costs costs_of(const T& t) {
   else return costs_of<T>();
 }
 
+// The time a transport's calls are measured by: steady_clock's, unless the transport
+// keeps its own as `deadline now() const` (a simulated transport's virtual time, a
+// test's clock). A call's deadline is taken from it and compared with it.
+template <class T>
+deadline now_of(const T& t) {
+  if constexpr (requires { { t.now() } -> std::same_as<deadline>; }) return t.now();
+  else return clock::now();
+}
+
 // What the concept leaves open, declared by each transport as
 // `static constexpr transport_traits traits` and read through traits_of<T>(). The
 // defaults promise the least, so a transport that declares nothing is taken at its

@@ -297,7 +297,7 @@ void run(communicator<Tr>& comm, const char* call, Kind kind, plan_request req, 
   auto turn = comm.exclusive();
   schedule uncached;  // a plan the cache does not keep lives for this call only
   const schedule& plan = plan_call<Algorithm>(services_of(comm), call, kind, req, type_fingerprint<Op>(), uncached);
-  run_plan<Space>(comm, plan, call_context::starting_now(call, comm.next_call(), comm.timeout()), input, output, op);
+  run_plan<Space>(comm, plan, call_context::starting_at(comm.now(), call, comm.next_call(), comm.timeout()), input, output, op);
 }
 
 }  // namespace detail

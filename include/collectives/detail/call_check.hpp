@@ -62,7 +62,7 @@ void check_same_call(communicator<Tr>& comm, const char* call, const plan_reques
 
   std::vector<call_signature> all(static_cast<std::size_t>(comm.size()));
   const schedule plan = direct::plan(kind::all_gather{}, {.rank = comm.rank(), .size = comm.size(), .count = 1});
-  const auto ctx = call_context::starting_now(call, comm.next_call(), comm.timeout());
+  const auto ctx = call_context::starting_at(comm.now(), call, comm.next_call(), comm.timeout());
   try {
     exchange(comm, plan, &mine, all.data(), sizeof mine, ctx);
   } catch (const error& e) {

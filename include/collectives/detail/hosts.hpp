@@ -37,7 +37,7 @@ std::span<const int> hosts_of(communicator<Tr>& comm, const char* call) {
   const std::uint64_t mine = host_fingerprint();
   std::vector<std::uint64_t> all(static_cast<std::size_t>(comm.size()));
   const schedule plan = direct::plan(kind::all_gather{}, {.rank = comm.rank(), .size = comm.size(), .count = 1});
-  exchange(comm, plan, &mine, all.data(), sizeof mine, call_context::starting_now(call, comm.next_call(), comm.timeout()));
+  exchange(comm, plan, &mine, all.data(), sizeof mine, call_context::starting_at(comm.now(), call, comm.next_call(), comm.timeout()));
   known = number_hosts(all);
   if (comm.rank() == 0 && log::enabled(log::level::info)) log::info("rank 0: " + describe_hosts(known));
   return known;

@@ -50,7 +50,7 @@ template <transport Tr>
 double timed_run(communicator<Tr>& comm, const schedule& plan, const std::vector<std::byte>& out, std::vector<std::byte>& in,
                  const char* call, std::uint64_t number, executor_workspace<typename Tr::request>& room) {
   const auto start = std::chrono::steady_clock::now();
-  exchange(comm, plan, out.data(), in.data(), 1, call_context::starting_now(call, number, comm.timeout()), room);
+  exchange(comm, plan, out.data(), in.data(), 1, call_context::starting_at(comm.now(), call, number, comm.timeout()), room);
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
@@ -179,7 +179,7 @@ const link_classes& link_classes_of(communicator<Tr>& comm, const char* call) {
   const shared_costs mine = find_costs(comm, call);
   shared_costs agreed;
   const schedule plan = direct::plan(kind::broadcast{}, {.rank = comm.rank(), .size = comm.size(), .count = sizeof(shared_costs)});
-  exchange(comm, plan, &mine, &agreed, 1, call_context::starting_now(call, comm.next_call(), comm.timeout()));
+  exchange(comm, plan, &mine, &agreed, 1, call_context::starting_at(comm.now(), call, comm.next_call(), comm.timeout()));
   if (agreed.source < 0)
     throw error(errc::invalid_config, std::string(agreed.failure) + (comm.rank() == 0 ? "" : " (read by rank 0)"));
   return known.emplace(agreed.classes);

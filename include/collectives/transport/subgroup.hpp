@@ -77,6 +77,7 @@ class subgroup {
     return base().memory_operations(space);
   }
   link_costs current_costs() const { return costs_of(job_->transport); }
+  deadline now() const { return now_of(job_->transport); }  // the job's clock
 
   bool test(request& r) { return base().test(r); }
   bool wait_for_activity(deadline until) { return base().wait_for_activity(until); }
