@@ -117,37 +117,72 @@ TEST_CASE("a clock the transport supplies fires a call's deadline without real t
   CHECK(coll::clock::now() - started < 5s);
 }
 
-TEST_CASE("one thread steps the calls of 64 ranks to completion") {
+TEST_CASE("one thread steps the calls of 64 ranks to completion, with and without the call check") {
   // What a simulator does: no thread per rank; each rank's calls start without
-  // waiting on the network and move only when stepped.
+  // waiting on the network (the call check, when on, is their first stage) and move
+  // only when stepped.
   constexpr int p = 64;
   constexpr std::size_t n = 1001;
-  coll::inproc_group group(p);
+  for (bool checked : {false, true}) {
+    INFO(std::string(checked ? "with" : "without"), " the call check");
+    coll::inproc_group group(p);
+    std::vector<std::unique_ptr<coll::communicator<coll::inproc>>> comms;
+    for (int r = 0; r < p; ++r) {
+      comms.push_back(std::make_unique<coll::communicator<coll::inproc>>(group.transport(r), 10s));
+      comms.back()->check_calls(checked);
+    }
+    std::vector<std::vector<float>> sums(p);
+    std::vector<std::vector<int>> mine(p), gathered(p, std::vector<int>(p * 3));
+    std::vector<coll::call_handle<coll::inproc>> calls;
+    for (int r = 0; r < p; ++r) {
+      sums[std::size_t(r)].resize(n);
+      for (std::size_t i = 0; i < n; ++i) sums[std::size_t(r)][i] = float(r * 3 + int(i % 7));
+      calls.push_back(coll::iall_reduce(*comms[std::size_t(r)], sums[std::size_t(r)], coll::sum{}));
+      mine[std::size_t(r)] = {r, -r, r * r};  // a call's buffers stay the caller's until it is done
+      calls.push_back(coll::iall_gather(*comms[std::size_t(r)], mine[std::size_t(r)], gathered[std::size_t(r)]));
+    }
+    int rounds = 0;
+    for (bool all_done = false; !all_done && rounds < 100'000; ++rounds) {
+      all_done = true;
+      for (auto& call : calls) all_done &= call.test();
+    }
+    CHECK(rounds < 100'000);
+    std::vector<float> expected(n);
+    for (std::size_t i = 0; i < n; ++i)
+      for (int r = 0; r < p; ++r) expected[i] += float(r * 3 + int(i % 7));
+    std::vector<int> all(p * 3);
+    for (int r = 0; r < p; ++r) all[std::size_t(r) * 3] = r, all[std::size_t(r) * 3 + 1] = -r, all[std::size_t(r) * 3 + 2] = r * r;
+    for (int r = 0; r < p; ++r) {
+      INFO("rank ", r);
+      CHECK(sums[std::size_t(r)] == expected);
+      CHECK(gathered[std::size_t(r)] == all);
+    }
+  }
+}
+
+TEST_CASE("a call started without waiting names a rank that made another call, from its call check") {
+  // Rank 1 calls all_gather where rank 0 calls all_reduce: rank 0's started call fails
+  // in its check, naming rank 1, before any of its own messages went out.
+  coll::inproc_group group(2);
   std::vector<std::unique_ptr<coll::communicator<coll::inproc>>> comms;
-  for (int r = 0; r < p; ++r) comms.push_back(std::make_unique<coll::communicator<coll::inproc>>(group.transport(r), 10s));
-  std::vector<std::vector<float>> sums(p);
-  std::vector<std::vector<int>> gathered(p, std::vector<int>(p * 3));
-  std::vector<coll::call_handle<coll::inproc>> calls;
-  for (int r = 0; r < p; ++r) {
-    sums[std::size_t(r)].resize(n);
-    for (std::size_t i = 0; i < n; ++i) sums[std::size_t(r)][i] = float(r * 3 + int(i % 7));
-    calls.push_back(coll::iall_reduce(*comms[std::size_t(r)], sums[std::size_t(r)], coll::sum{}));
-    calls.push_back(coll::iall_gather(*comms[std::size_t(r)], std::vector<int>{r, -r, r * r}, gathered[std::size_t(r)]));
+  for (int r = 0; r < 2; ++r) {
+    comms.push_back(std::make_unique<coll::communicator<coll::inproc>>(group.transport(r), 10s));
+    comms.back()->check_calls(true);
   }
-  int rounds = 0;
-  for (bool all_done = false; !all_done && rounds < 100'000; ++rounds) {
-    all_done = true;
-    for (auto& call : calls) all_done &= call.test();
-  }
-  CHECK(rounds < 100'000);
-  std::vector<float> expected(n);
-  for (std::size_t i = 0; i < n; ++i)
-    for (int r = 0; r < p; ++r) expected[i] += float(r * 3 + int(i % 7));
-  std::vector<int> all(p * 3);
-  for (int r = 0; r < p; ++r) all[std::size_t(r) * 3] = r, all[std::size_t(r) * 3 + 1] = -r, all[std::size_t(r) * 3 + 2] = r * r;
-  for (int r = 0; r < p; ++r) {
-    INFO("rank ", r);
-    CHECK(sums[std::size_t(r)] == expected);
-    CHECK(gathered[std::size_t(r)] == all);
-  }
+  std::vector<float> data(4, 1.0f);
+  std::vector<float> gathered(8);
+  auto sum = coll::iall_reduce(*comms[0], data, coll::sum{});
+  auto gather = coll::iall_gather(*comms[1], data, gathered);
+  std::string failures;
+  for (int round = 0; round < 100'000 && failures.size() < 2; ++round)
+    for (auto* call : {&sum, &gather}) try {
+        call->test();
+      } catch (const coll::error& e) {
+        CHECK(e.code() == coll::errc::call_mismatch);
+        failures += e.what();
+        failures += '\n';
+        *call = {};
+      }
+  CHECK(failures.find("all_reduce on rank 0: rank 1 called all_gather where this rank called all_reduce") != std::string::npos);
+  CHECK(data == std::vector<float>(4, 1.0f));  // untouched: the call's own messages never went out
 }

@@ -1,6 +1,7 @@
 // automatic_transport with ranks as threads of this process: COLLECTIVES_TRANSPORT
 // read strictly, the choice between shm and tcp, every call forwarded to the chosen
-// transport, and the automatic algorithm given that transport's link costs.
+// transport, the automatic algorithm given that transport's link costs, and the hosts
+// the chosen transport knows.
 #include <unistd.h>
 
 #include <cstdlib>
@@ -154,6 +155,7 @@ TEST_CASE("auto takes tcp when the job spans hosts, and the automatic algorithm 
         coll::automatic_transport::join(job(r, 2, 1), token, choosing(coll::transport_selection::automatic)), 20s);
     CHECK(comm.transport().name() == "tcp");
     CHECK(same_costs(all_reduce_and_costs(comm), coll::tcp::costs));
+    CHECK(coll::hosts_known_to(comm.transport()).empty());  // tcp does not know them: a call that needs them asks
   });
   std::filesystem::remove_all(store);
 }
@@ -166,6 +168,14 @@ TEST_CASE("over shm, every call goes through, and the automatic algorithm gets s
     coll::communicator<coll::automatic_transport> comm(coll::automatic_transport(coll::shm(r, 3, segment, options)), 20s);
     CHECK(comm.transport().name() == "shm");
     CHECK(same_costs(all_reduce_and_costs(comm), coll::shm::costs));
+    // Over shm the transport knows every rank is on this host: hierarchical's plan asks
+    // no one (the call takes one call number, not one more for an exchange of hosts).
+    CHECK(coll::hosts_known_to(comm.transport()) == std::vector<int>(3, 0));
+    const std::uint64_t before = comm.next_call();
+    std::vector<int> data(5, r);
+    coll::all_reduce<coll::hierarchical<>>(comm, data, coll::sum{});
+    CHECK(data == std::vector<int>(5, 3));
+    CHECK(comm.next_call() == before + 2);
     coll::barrier(comm);
   });
 }

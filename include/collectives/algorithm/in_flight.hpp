@@ -87,32 +87,60 @@ class in_flight_call {
   std::exception_ptr failure_;
 };
 
+// What a started call runs before its own messages go out (the call check), as steps
+// that never wait, so that starting a call never waits on the network.
+class call_prologue {
+ public:
+  virtual ~call_prologue() = default;
+  virtual bool advance() = 0;  // true once done; throws its failure
+  virtual std::size_t finished() const noexcept = 0;  // operations done: moves when it advanced
+  [[noreturn]] virtual void fail_timed_out() = 0;
+  virtual void abandon() noexcept = 0;  // cancels its messages
+};
+
 // A call of element type T and op Op on buffers in Space, run by an executor over
-// `transport`. It owns a copy of its plan and of its op: the caller's plan cache and
-// arguments may be gone long before it ends. The buffers stay the caller's.
+// `transport`, after its prologue if it has one. It owns a copy of its plan and of its
+// op: the caller's plan cache and arguments may be gone long before it ends. The
+// buffers stay the caller's.
 template <transport Transport, class T, class Op, class Space>
 class started_call final : public in_flight_call {
  public:
   started_call(schedule plan, Transport& transport, call_buffers<T, Space> buffers, Op op, const call_context& ctx,
-               std::vector<std::shared_ptr<const void>> keep)
+               std::vector<std::shared_ptr<const void>> keep, std::unique_ptr<call_prologue> first = nullptr)
       : in_flight_call(ctx), transport_(transport), plan_(std::move(plan)), op_(std::move(op)), keep_(std::move(keep)),
-        executor_(plan_, transport, buffers, op_, room_) {
-    executor_.start();
+        first_(std::move(first)), executor_(plan_, transport, buffers, op_, room_) {
+    if (!first_) executor_.start();
   }
 
   bool look_for_messages() override { return transport_.wait_for_activity(now()); }
   deadline now() const override { return now_of(transport_); }
 
  private:
-  bool step() override { return executor_.advance(ctx_); }
-  std::size_t finished_operations() const noexcept override { return executor_.finished(); }
-  void give_up_timed_out() override { executor_.fail(error(errc::timeout, executor_.timeout_message(ctx_))); }
-  void cancel() noexcept override { executor_.abandon(); }
+  bool step() override {
+    if (first_) {
+      if (!first_->advance()) return false;
+      first_.reset();
+      executor_.start();
+    }
+    return executor_.advance(ctx_);
+  }
+  std::size_t finished_operations() const noexcept override {
+    return first_ ? first_->finished() : executor_.finished();
+  }
+  void give_up_timed_out() override {
+    if (first_) first_->fail_timed_out();
+    executor_.fail(error(errc::timeout, executor_.timeout_message(ctx_)));
+  }
+  void cancel() noexcept override {
+    if (first_) first_->abandon();
+    executor_.abandon();
+  }
 
   Transport& transport_;
   schedule plan_;
   Op op_;
   std::vector<std::shared_ptr<const void>> keep_;  // memory the call reads that the front end made (a copy of the input)
+  std::unique_ptr<call_prologue> first_;
   typename executor<Transport, T, Op, Space>::workspace room_;
   executor<Transport, T, Op, Space> executor_;
 };

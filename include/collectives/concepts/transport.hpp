@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <span>
 #include <type_traits>
+#include <vector>
 
 #include "../memory_space.hpp"
 #include "vocabulary.hpp"
@@ -108,6 +109,17 @@ template <class T>
 constexpr transport_traits traits_of() {
   if constexpr (requires { { T::traits } -> std::convertible_to<transport_traits>; }) return T::traits;
   else return transport_traits{};
+}
+
+// Each rank's host (0, 1, ... numbered in the order of their first ranks), where the
+// transport knows them: all one host by its traits, or as `std::vector<int> hosts()
+// const` (empty where it does not know: automatic_transport over tcp). Empty
+// otherwise, and a call that plans by hosts asks the ranks once (detail/hosts.hpp).
+template <class T>
+std::vector<int> hosts_known_to(const T& t) {
+  if constexpr (traits_of<T>().one_host) return std::vector<int>(static_cast<std::size_t>(t.size()), 0);
+  else if constexpr (requires { { t.hosts() } -> std::same_as<std::vector<int>>; }) return t.hosts();
+  else return {};
 }
 
 template <class T>

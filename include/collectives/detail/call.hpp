@@ -159,13 +159,15 @@ void log_algorithm(const Communicator& comm, const char* call, Kind k, const pla
 
 // Runs a plan of this rank to its end, advancing the calls in flight meanwhile; or,
 // when a non-blocking call is starting it (nonblocking.hpp), starts it and returns.
+// `first`: what a started call runs before its own messages (its call check).
 template <class Space, transport Tr, class T, class Op>
-void run_plan(communicator<Tr>& comm, const schedule& plan, const call_context& ctx, const T* input, T* output, Op& op) {
+void run_plan(communicator<Tr>& comm, const schedule& plan, const call_context& ctx, const T* input, T* output, Op& op,
+              std::unique_ptr<call_prologue> first = nullptr) {
   auto turn = comm.exclusive();  // keeps a progress thread off the transport meanwhile
   in_flight_calls& flight = comm.in_flight();
   if (flight.starting()) {
     flight.launch(std::make_shared<started_call<Tr, T, Op, Space>>(plan, comm.transport(), call_buffers<T, Space>{input, output},
-                                                                   op, ctx, flight.take_kept()));
+                                                                   op, ctx, flight.take_kept(), std::move(first)));
     return;
   }
   executor<Tr, T, Op, Space>(plan, comm.transport(), {input, output}, op, comm.workspace()).run(ctx, [&] {
@@ -175,15 +177,16 @@ void run_plan(communicator<Tr>& comm, const schedule& plan, const call_context& 
 
 // What planning a call needs from its communicator, with the transport's type left
 // behind: the group, the transport's link figures, the plan cache, and the exchanges a
-// call may make first (the call check; the hosts and the link figures, each learned
-// once and kept by the communicator). So plan_call is compiled once per algorithm and
-// kind, whatever the transport, and once in the library for the default algorithm.
+// call may make first (the call check, now or as the first stage of a call that starts
+// without waiting; the hosts and the link figures, each learned once and kept by the
+// communicator). So plan_call is compiled once per algorithm and kind, whatever the
+// transport, and once in the library for the default algorithm.
 class call_services {
  public:
   // The communicator's exchanges, as functions of its address.
   struct exchanges {
-    void (*check_same_call)(void* comm, const char* call, const plan_request& req, std::uint64_t op,
-                            std::uint64_t algorithm, bool counts_match);
+    void (*check_same_call)(void* comm, const char* call, const call_signature& mine);
+    std::unique_ptr<call_prologue> (*check_later)(void* comm, const char* call, const call_signature& mine);
     std::span<const int> (*hosts)(void* comm, const char* call);
     const link_classes& (*link_figures)(void* comm, const char* call);
     bool (*note_algorithm)(void* comm, std::string_view call, const char* algorithm);
@@ -199,9 +202,9 @@ class call_services {
   const bool checks_calls;
   plan_cache& plans;
 
-  void check_same_call(const char* call, const plan_request& req, std::uint64_t op, std::uint64_t algorithm,
-                       bool counts_match) const {
-    exchanges_->check_same_call(comm_, call, req, op, algorithm, counts_match);
+  void check_same_call(const char* call, const call_signature& mine) const { exchanges_->check_same_call(comm_, call, mine); }
+  std::unique_ptr<call_prologue> check_later(const char* call, const call_signature& mine) const {
+    return exchanges_->check_later(comm_, call, mine);
   }
   std::span<const int> hosts(const char* call) const { return exchanges_->hosts(comm_, call); }
   const link_classes& link_figures(const char* call) const { return exchanges_->link_figures(comm_, call); }
@@ -217,8 +220,12 @@ class call_services {
 // The exchanges of a communicator over Tr.
 template <transport Tr>
 inline constexpr call_services::exchanges exchanges_of{
-    [](void* comm, const char* call, const plan_request& req, std::uint64_t op, std::uint64_t algorithm,
-       bool counts_match) { check_same_call(*static_cast<communicator<Tr>*>(comm), call, req, op, algorithm, counts_match); },
+    [](void* comm, const char* call, const call_signature& mine) {
+      check_same_call(*static_cast<communicator<Tr>*>(comm), call, mine);
+    },
+    [](void* comm, const char* call, const call_signature& mine) -> std::unique_ptr<call_prologue> {
+      return std::make_unique<call_check_stage<Tr>>(*static_cast<communicator<Tr>*>(comm), call, mine);
+    },
     [](void* comm, const char* call) { return hosts_of(*static_cast<communicator<Tr>*>(comm), call); },
     [](void* comm, const char* call) -> const link_classes& {
       return link_classes_of(*static_cast<communicator<Tr>*>(comm), call);
@@ -243,16 +250,20 @@ call_services services_of(communicator<automatic_transport>& comm);
 // The plan of one call of this rank: the call check, the hosts and link figures the
 // algorithm plans by, and the plan cache. The element type and op enter only through
 // `req` and `op_fingerprint`, and the transport only through `comm`. A plan the cache
-// does not keep goes to `uncached`.
+// does not keep goes to `uncached`. With `check_later`, a call that starts without
+// waiting gets its call check there, to run as its first stage, instead of now.
 template <class Algorithm, class Kind>
 const schedule& plan_call(const call_services& comm, const char* call, Kind kind, plan_request& req,
-                          std::uint64_t op_fingerprint, schedule& uncached) {
+                          std::uint64_t op_fingerprint, schedule& uncached, std::unique_ptr<call_prologue>* check_later) {
   req.rank = comm.rank;
   req.size = comm.size;
   req.costs = req.on_host_costs = comm.costs;
-  if (comm.checks_calls)  // all_to_allv's counts differ by rank by design
-    comm.check_same_call(call, req, op_fingerprint, type_fingerprint<Algorithm>(),
-                         !std::is_same_v<Kind, kind::all_to_allv>);
+  if (comm.checks_calls) {  // all_to_allv's counts differ by rank by design
+    const call_signature mine = signature_of(call, req, op_fingerprint, type_fingerprint<Algorithm>(),
+                                             !std::is_same_v<Kind, kind::all_to_allv>);
+    if (check_later) *check_later = comm.check_later(call, mine);
+    else comm.check_same_call(call, mine);
+  }
   if constexpr (plans_by_hosts<Algorithm, Kind>) req.hosts = comm.hosts(call);
   if constexpr (requires { Algorithm::chosen_name(kind, req); }) {  // it picks by the link costs
     const link_classes& links = comm.link_figures(call);
@@ -270,20 +281,20 @@ const schedule& plan_call(const call_services& comm, const char* call, Kind kind
 #if defined(COLLECTIVES_SEPARATE_COMPILATION)
 // The default algorithm's plans, for every collective, are compiled in the library
 // (impl/src.hpp).
-extern template const schedule& plan_call<automatic>(const call_services&, const char*, kind::broadcast, plan_request&, std::uint64_t, schedule&);
-extern template const schedule& plan_call<automatic>(const call_services&, const char*, kind::reduce, plan_request&, std::uint64_t, schedule&);
-extern template const schedule& plan_call<automatic>(const call_services&, const char*, kind::all_reduce, plan_request&, std::uint64_t, schedule&);
-extern template const schedule& plan_call<automatic>(const call_services&, const char*, kind::gather, plan_request&, std::uint64_t, schedule&);
-extern template const schedule& plan_call<automatic>(const call_services&, const char*, kind::gatherv, plan_request&, std::uint64_t, schedule&);
-extern template const schedule& plan_call<automatic>(const call_services&, const char*, kind::scatter, plan_request&, std::uint64_t, schedule&);
-extern template const schedule& plan_call<automatic>(const call_services&, const char*, kind::scatterv, plan_request&, std::uint64_t, schedule&);
-extern template const schedule& plan_call<automatic>(const call_services&, const char*, kind::all_gather, plan_request&, std::uint64_t, schedule&);
-extern template const schedule& plan_call<automatic>(const call_services&, const char*, kind::all_gatherv, plan_request&, std::uint64_t, schedule&);
-extern template const schedule& plan_call<automatic>(const call_services&, const char*, kind::reduce_scatter, plan_request&, std::uint64_t, schedule&);
-extern template const schedule& plan_call<automatic>(const call_services&, const char*, kind::reduce_scatterv, plan_request&, std::uint64_t, schedule&);
-extern template const schedule& plan_call<automatic>(const call_services&, const char*, kind::all_to_all, plan_request&, std::uint64_t, schedule&);
-extern template const schedule& plan_call<automatic>(const call_services&, const char*, kind::all_to_allv, plan_request&, std::uint64_t, schedule&);
-extern template const schedule& plan_call<automatic>(const call_services&, const char*, kind::barrier, plan_request&, std::uint64_t, schedule&);
+extern template const schedule& plan_call<automatic>(const call_services&, const char*, kind::broadcast, plan_request&, std::uint64_t, schedule&, std::unique_ptr<call_prologue>*);
+extern template const schedule& plan_call<automatic>(const call_services&, const char*, kind::reduce, plan_request&, std::uint64_t, schedule&, std::unique_ptr<call_prologue>*);
+extern template const schedule& plan_call<automatic>(const call_services&, const char*, kind::all_reduce, plan_request&, std::uint64_t, schedule&, std::unique_ptr<call_prologue>*);
+extern template const schedule& plan_call<automatic>(const call_services&, const char*, kind::gather, plan_request&, std::uint64_t, schedule&, std::unique_ptr<call_prologue>*);
+extern template const schedule& plan_call<automatic>(const call_services&, const char*, kind::gatherv, plan_request&, std::uint64_t, schedule&, std::unique_ptr<call_prologue>*);
+extern template const schedule& plan_call<automatic>(const call_services&, const char*, kind::scatter, plan_request&, std::uint64_t, schedule&, std::unique_ptr<call_prologue>*);
+extern template const schedule& plan_call<automatic>(const call_services&, const char*, kind::scatterv, plan_request&, std::uint64_t, schedule&, std::unique_ptr<call_prologue>*);
+extern template const schedule& plan_call<automatic>(const call_services&, const char*, kind::all_gather, plan_request&, std::uint64_t, schedule&, std::unique_ptr<call_prologue>*);
+extern template const schedule& plan_call<automatic>(const call_services&, const char*, kind::all_gatherv, plan_request&, std::uint64_t, schedule&, std::unique_ptr<call_prologue>*);
+extern template const schedule& plan_call<automatic>(const call_services&, const char*, kind::reduce_scatter, plan_request&, std::uint64_t, schedule&, std::unique_ptr<call_prologue>*);
+extern template const schedule& plan_call<automatic>(const call_services&, const char*, kind::reduce_scatterv, plan_request&, std::uint64_t, schedule&, std::unique_ptr<call_prologue>*);
+extern template const schedule& plan_call<automatic>(const call_services&, const char*, kind::all_to_all, plan_request&, std::uint64_t, schedule&, std::unique_ptr<call_prologue>*);
+extern template const schedule& plan_call<automatic>(const call_services&, const char*, kind::all_to_allv, plan_request&, std::uint64_t, schedule&, std::unique_ptr<call_prologue>*);
+extern template const schedule& plan_call<automatic>(const call_services&, const char*, kind::barrier, plan_request&, std::uint64_t, schedule&, std::unique_ptr<call_prologue>*);
 #endif
 
 // Plans the call with Algorithm and runs it on this rank.
@@ -296,8 +307,11 @@ void run(communicator<Tr>& comm, const char* call, Kind kind, plan_request req, 
   req.commutative = is_commutative_v<Op>;
   auto turn = comm.exclusive();
   schedule uncached;  // a plan the cache does not keep lives for this call only
-  const schedule& plan = plan_call<Algorithm>(services_of(comm), call, kind, req, type_fingerprint<Op>(), uncached);
-  run_plan<Space>(comm, plan, call_context::starting_at(comm.now(), call, comm.next_call(), comm.timeout()), input, output, op);
+  std::unique_ptr<call_prologue> check;
+  const schedule& plan = plan_call<Algorithm>(services_of(comm), call, kind, req, type_fingerprint<Op>(), uncached,
+                                              comm.in_flight().starting() ? &check : nullptr);
+  run_plan<Space>(comm, plan, call_context::starting_at(comm.now(), call, comm.next_call(), comm.timeout()), input, output, op,
+                  std::move(check));
 }
 
 }  // namespace detail

@@ -14,11 +14,13 @@
 #include <vector>
 
 #include "../algorithm/direct.hpp"
+#include "../algorithm/element_work.hpp"
 #include "../algorithm/executor_core.hpp"
+#include "../algorithm/in_flight.hpp"
+#include "../algorithm/workspace.hpp"
 #include "../communicator.hpp"
 #include "../config.hpp"
 #include "../error.hpp"
-#include "exchange.hpp"
 
 namespace collectives::detail {
 
@@ -47,42 +49,82 @@ struct call_signature {
 // How `theirs` differs from `mine`, in words; empty if it does not.
 COLLECTIVES_DECL std::string difference(const call_signature& theirs, const call_signature& mine);
 
-// `op` and `algorithm`: the fingerprints of their types.
-template <transport Tr>
-void check_same_call(communicator<Tr>& comm, const char* call, const plan_request& req, std::uint64_t op,
-                     std::uint64_t algorithm, bool counts_must_agree) {
-  call_signature mine;
-  std::strncpy(mine.call, call, sizeof mine.call - 1);
-  mine.count = req.count;
-  if (counts_must_agree) mine.counts = fingerprint(std::as_bytes(req.counts));
-  mine.op = op;
-  mine.algorithm = algorithm;
-  mine.element_size = static_cast<std::uint32_t>(req.element_size);
-  mine.root = req.root;
+// This rank's call. `op` and `algorithm`: the fingerprints of their types.
+COLLECTIVES_DECL call_signature signature_of(const char* call, const plan_request& req, std::uint64_t op,
+                                             std::uint64_t algorithm, bool counts_must_agree);
 
-  std::vector<call_signature> all(static_cast<std::size_t>(comm.size()));
-  const schedule plan = direct::plan(kind::all_gather{}, {.rank = comm.rank(), .size = comm.size(), .count = 1});
-  const auto ctx = call_context::starting_at(comm.now(), call, comm.next_call(), comm.timeout());
-  try {
-    exchange(comm, plan, &mine, all.data(), sizeof mine, ctx);
-  } catch (const error& e) {
-    if (e.code() != errc::timeout) throw;
-    // The executor would describe the check's own exchange ("to receive from rank 2
-    // (1 elements)"); the user made `call`, and the ranks that sent no signature (the
-    // executor cancelled every receive, so the slots of those that did are whole) never
-    // made a collective call.
-    std::string silent;
-    for (int q = 0; q < comm.size(); ++q)
-      if (all[std::size_t(q)].call[0] == '\0') silent += (silent.empty() ? "" : ", ") + std::to_string(q);
-    throw error(errc::timeout, std::string(call) + ": timed out after " + std::to_string(ctx.timeout_ms) + " ms on rank " +
-                                   std::to_string(comm.rank()) + " in the call check (COLLECTIVES_CHECK_CALLS): " +
-                                   (silent.empty() ? "every rank's call arrived too late"
-                                                   : "rank(s) " + silent + " made no collective call"));
+// Throws errc::call_mismatch naming the first rank whose call differs from `mine`.
+COLLECTIVES_DECL void compare_calls(const char* call, int rank, std::span<const call_signature> all, const call_signature& mine);
+
+// The check's timeout, in the user's words: the executor would describe the check's
+// own exchange ("to receive from rank 2 (1 elements)"); the user made `ctx.name`, and
+// the ranks whose signatures did not come (their slots are still empty: the executor
+// cancelled every receive, so the slots of those that came are whole) had not made it.
+COLLECTIVES_DECL error check_timed_out(const call_context& ctx, int rank, std::span<const call_signature> all);
+
+// The check's exchange: an all-gather of every rank's signature, as a call of its own.
+template <transport Tr>
+class call_check_exchange {
+ public:
+  call_check_exchange(communicator<Tr>& comm, const char* call, const call_signature& mine)
+      : comm_(comm), mine_(mine), all_(std::size_t(comm.size())),
+        plan_(direct::plan(kind::all_gather{}, {.rank = comm.rank(), .size = comm.size(), .count = 1})),
+        ctx_(call_context::starting_at(comm.now(), call, comm.next_call(), comm.timeout())),
+        core_(plan_, comm.transport(), &mine_, all_.data(), work_, room_) {}
+
+  // To its end, advancing the communicator's calls in flight meanwhile.
+  void run() {
+    try {
+      core_.run(ctx_, [&] { return comm_.progress_in_flight(); });
+    } catch (const error& e) {
+      if (e.code() != errc::timeout) throw;
+      throw check_timed_out(ctx_, comm_.rank(), all_);
+    }
+    compare_calls(ctx_.name, comm_.rank(), all_, mine_);
   }
-  for (int q = 0; q < comm.size(); ++q)
-    if (auto d = difference(all[std::size_t(q)], mine); !d.empty())
-      throw error(errc::call_mismatch, std::string(call) + " on rank " + std::to_string(comm.rank()) + ": rank " +
-                                           std::to_string(q) + " " + d);
+
+  // As steps (a call that starts without waiting runs it as its first stage).
+  void start() { core_.start(); }
+  bool advance() {
+    if (!core_.advance(ctx_)) return false;
+    compare_calls(ctx_.name, comm_.rank(), all_, mine_);
+    return true;
+  }
+  std::size_t finished() const noexcept { return core_.finished(); }
+  [[noreturn]] void fail_timed_out() { core_.fail(check_timed_out(ctx_, comm_.rank(), all_)); }
+  void abandon() noexcept { core_.abandon(); }
+
+ private:
+  communicator<Tr>& comm_;
+  call_signature mine_;
+  std::vector<call_signature> all_;
+  schedule plan_;
+  call_context ctx_;
+  moved_bytes_work work_{sizeof(call_signature)};
+  executor_workspace<typename Tr::request> room_;
+  executor_core<Tr> core_;
+};
+
+// The check as the first stage of a call started without waiting (in_flight.hpp).
+template <transport Tr>
+class call_check_stage final : public call_prologue {
+ public:
+  call_check_stage(communicator<Tr>& comm, const char* call, const call_signature& mine) : exchange_(comm, call, mine) {
+    exchange_.start();
+  }
+  bool advance() override { return exchange_.advance(); }
+  std::size_t finished() const noexcept override { return exchange_.finished(); }
+  [[noreturn]] void fail_timed_out() override { exchange_.fail_timed_out(); }
+  void abandon() noexcept override { exchange_.abandon(); }
+
+ private:
+  call_check_exchange<Tr> exchange_;
+};
+
+// Confirms, before the call, that every rank makes the same one.
+template <transport Tr>
+void check_same_call(communicator<Tr>& comm, const char* call, const call_signature& mine) {
+  call_check_exchange<Tr>(comm, call, mine).run();
 }
 
 }  // namespace collectives::detail

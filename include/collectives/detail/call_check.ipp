@@ -20,4 +20,34 @@ std::string difference(const call_signature& theirs, const call_signature& mine)
   return {};
 }
 
+call_signature signature_of(const char* call, const plan_request& req, std::uint64_t op, std::uint64_t algorithm,
+                            bool counts_must_agree) {
+  call_signature mine;
+  std::strncpy(mine.call, call, sizeof mine.call - 1);
+  mine.count = req.count;
+  if (counts_must_agree) mine.counts = fingerprint(std::as_bytes(req.counts));
+  mine.op = op;
+  mine.algorithm = algorithm;
+  mine.element_size = static_cast<std::uint32_t>(req.element_size);
+  mine.root = req.root;
+  return mine;
+}
+
+void compare_calls(const char* call, int rank, std::span<const call_signature> all, const call_signature& mine) {
+  for (std::size_t q = 0; q < all.size(); ++q)
+    if (auto d = difference(all[q], mine); !d.empty())
+      throw error(errc::call_mismatch, std::string(call) + " on rank " + std::to_string(rank) + ": rank " + std::to_string(q) +
+                                           " " + d);
+}
+
+error check_timed_out(const call_context& ctx, int rank, std::span<const call_signature> all) {
+  std::string silent;
+  for (std::size_t q = 0; q < all.size(); ++q)
+    if (all[q].call[0] == '\0') silent += (silent.empty() ? "" : ", ") + std::to_string(q);
+  return error(errc::timeout, std::string(ctx.name) + ": timed out after " + std::to_string(ctx.timeout_ms) + " ms on rank " +
+                                  std::to_string(rank) + " in the call check (COLLECTIVES_CHECK_CALLS): " +
+                                  (silent.empty() ? "every rank's call arrived too late"
+                                                  : "rank(s) " + silent + " made no collective call"));
+}
+
 }  // namespace collectives::detail

@@ -1,6 +1,7 @@
 // Which host each rank of a communicator runs on: exchanged once, by the first call
 // whose algorithm needs it (hierarchical, automatic) or that measures link costs, and
-// kept by the communicator. A transport whose ranks share one host needs no exchange.
+// kept by the communicator. A transport that knows its ranks' hosts (hosts_known_to)
+// needs no exchange.
 #pragma once
 
 #include <algorithm>
@@ -33,7 +34,7 @@ template <transport Tr>
 std::span<const int> hosts_of(communicator<Tr>& comm, const char* call) {
   auto& known = comm.hosts();
   if (!known.empty()) return known;
-  if constexpr (traits_of<Tr>().one_host) return known = std::vector<int>(static_cast<std::size_t>(comm.size()), 0);
+  if (auto told = hosts_known_to(comm.transport()); !told.empty()) return known = std::move(told);
   const std::uint64_t mine = host_fingerprint();
   std::vector<std::uint64_t> all(static_cast<std::size_t>(comm.size()));
   const schedule plan = direct::plan(kind::all_gather{}, {.rank = comm.rank(), .size = comm.size(), .count = 1});

@@ -101,6 +101,11 @@ class automatic_transport {
     });
   }
 
+  // Over shm every rank is on this host; over tcp or rdma it does not know (hosts_known_to).
+  std::vector<int> hosts() const {
+    return std::holds_alternative<shm>(chosen_) ? std::vector<int>(static_cast<std::size_t>(size()), 0) : std::vector<int>{};
+  }
+
   int rank() const {
     return on_chosen([](const auto& t) { return t.rank(); });
   }

@@ -78,6 +78,20 @@ class subgroup {
   }
   link_costs current_costs() const { return costs_of(job_->transport); }
   deadline now() const { return now_of(job_->transport); }  // the job's clock
+  // The members' hosts, where the job's transport knows them, numbered again in the
+  // order of the members' first ranks.
+  std::vector<int> hosts() const {
+    const std::vector<int> job = hosts_known_to(job_->transport);
+    if (job.empty()) return {};
+    std::vector<int> number_here(job.size(), -1), mine;
+    int next = 0;
+    for (int m : members_) {
+      int& n = number_here[std::size_t(job[std::size_t(m)])];
+      if (n < 0) n = next++;
+      mine.push_back(n);
+    }
+    return mine;
+  }
 
   bool test(request& r) { return base().test(r); }
   bool wait_for_activity(deadline until) { return base().wait_for_activity(until); }
