@@ -559,13 +559,23 @@ TEST_CASE("a rank that finds an out-of-range port published for a peer fails sta
   }
 }
 
-TEST_CASE("COLLECTIVES_DEBUG=INFO names each rank's interface and addresses") {
+TEST_CASE("COLLECTIVES_DEBUG=INFO names each rank's interface and addresses; the ranks learn their hosts with them") {
   run_tcp_ranks(2, [](auto& comm) {
     const std::string d = comm.transport().describe();
     CHECK(d.find("tcp rank " + std::to_string(comm.rank()) + " of 2 on lo 127.0.0.1:") == 0);
     CHECK(d.find(" 0=127.0.0.1:") != std::string::npos);
     CHECK(d.find(" 1=127.0.0.1:") != std::string::npos);
+    CHECK(d.find("host=") == std::string::npos);
+    CHECK(coll::hosts_known_to(comm.transport()) == std::vector<int>{0, 0});  // both threads on this host
   });
+  // A record names its host after the endpoint; one without (an older writer's) has none.
+  using namespace coll::tcp_detail;
+  const tcp::endpoint at(asio::ip::make_address("10.0.0.1"), 4242);
+  const std::string record = format_record(at, "00ff");
+  CHECK(parse_endpoint(endpoint_of_record(record)) == at);
+  CHECK(host_of_record(record) == "00ff");
+  CHECK(endpoint_of_record("10.0.0.1:4242") == "10.0.0.1:4242");
+  CHECK(host_of_record("10.0.0.1:4242").empty());
 }
 
 TEST_CASE("tcp_options::from_env reads COLLECTIVES_STARTUP_TIMEOUT by shm's rule, and the interface") {

@@ -4,10 +4,12 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
 #include <string>
 
 #include "../config.hpp"
+#include "fingerprint.hpp"
 
 namespace collectives::bootstrap {
 
@@ -30,6 +32,10 @@ inline std::string namespace_of(const char* kind) {
 // the network, as containers and the netns tests' hosts do, so they count as hosts
 // of their own.
 COLLECTIVES_DECL std::string host_identity();
+
+// host_identity() as 16 hex digits (FNV-1a), short enough to travel in records
+// between ranks; the same in every process of one host.
+COLLECTIVES_DECL std::string host_fingerprint();
 
 // Where a process id names the same process: this kernel's boot and pid namespace
 // (network namespaces and containers of one kernel may share them). Empty where it

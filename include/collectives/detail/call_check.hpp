@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "../algorithm/direct.hpp"
+#include "../bootstrap/fingerprint.hpp"
 #include "../algorithm/element_work.hpp"
 #include "../algorithm/executor_core.hpp"
 #include "../algorithm/in_flight.hpp"
@@ -24,12 +25,7 @@
 
 namespace collectives::detail {
 
-// FNV-1a: the same bytes give the same hash in every process of a program.
-inline std::uint64_t fingerprint(std::span<const std::byte> bytes, std::uint64_t h = 14695981039346656037ull) {
-  for (std::byte b : bytes) h = (h ^ std::uint64_t(b)) * 1099511628211ull;
-  return h;
-}
-inline std::uint64_t fingerprint(std::string_view s) { return fingerprint(std::as_bytes(std::span{s.data(), s.size()})); }
+using bootstrap::fingerprint;
 
 template <class Type>
 std::uint64_t type_fingerprint() {

@@ -34,12 +34,15 @@ template <transport Tr>
 std::span<const int> hosts_of(communicator<Tr>& comm, const char* call) {
   auto& known = comm.hosts();
   if (!known.empty()) return known;
-  if (auto told = hosts_known_to(comm.transport()); !told.empty()) return known = std::move(told);
-  const std::uint64_t mine = host_fingerprint();
-  std::vector<std::uint64_t> all(static_cast<std::size_t>(comm.size()));
-  const schedule plan = direct::plan(kind::all_gather{}, {.rank = comm.rank(), .size = comm.size(), .count = 1});
-  exchange(comm, plan, &mine, all.data(), sizeof mine, call_context::starting_at(comm.now(), call, comm.next_call(), comm.timeout()));
-  known = number_hosts(all);
+  known = hosts_known_to(comm.transport());
+  if (known.empty()) {
+    const std::uint64_t mine = host_fingerprint();
+    std::vector<std::uint64_t> all(static_cast<std::size_t>(comm.size()));
+    const schedule plan = direct::plan(kind::all_gather{}, {.rank = comm.rank(), .size = comm.size(), .count = 1});
+    exchange(comm, plan, &mine, all.data(), sizeof mine,
+             call_context::starting_at(comm.now(), call, comm.next_call(), comm.timeout()));
+    known = number_hosts(all);
+  }
   if (comm.rank() == 0 && log::enabled(log::level::info)) log::info("rank 0: " + describe_hosts(known));
   return known;
 }

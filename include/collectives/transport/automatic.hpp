@@ -101,9 +101,12 @@ class automatic_transport {
     });
   }
 
-  // Over shm every rank is on this host; over tcp or rdma it does not know (hosts_known_to).
+  // Over shm every rank is on this host; tcp knows them from its start-up; rdma does
+  // not know them (hosts_known_to).
   std::vector<int> hosts() const {
-    return std::holds_alternative<shm>(chosen_) ? std::vector<int>(static_cast<std::size_t>(size()), 0) : std::vector<int>{};
+    if (std::holds_alternative<shm>(chosen_)) return std::vector<int>(static_cast<std::size_t>(size()), 0);
+    if (const tcp* t = std::get_if<tcp>(&chosen_)) return t->hosts();
+    return {};
   }
 
   int rank() const {

@@ -18,6 +18,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "../bootstrap/auth.hpp"
 #include "../bootstrap/environment.hpp"
@@ -93,6 +94,9 @@ class tcp : public transport_detail::wire_transport<tcp_detail::engine> {
 
   // Where this rank listens and every rank's address, for logs.
   COLLECTIVES_DECL std::string describe() const;
+
+  // Each rank's host, as the ranks published them with their addresses (hosts_known_to).
+  COLLECTIVES_DECL std::vector<int> hosts() const;
 
   // The ranks that live, as a new group over new connections, ranks renumbered in
   // order; every survivor calls it and gets the same group, even when more ranks fail

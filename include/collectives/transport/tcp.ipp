@@ -93,7 +93,7 @@ tcp::tcp(tcp& old, int rank, const std::vector<int>& survivors,
 
 void tcp::open_door(std::shared_ptr<boost::asio::ip::tcp::acceptor> door) {
   std::vector<tcp_detail::tcp::endpoint> doors;
-  for (const auto& a : mesh_.addresses) doors.push_back(tcp_detail::parse_endpoint(a));
+  for (const auto& a : mesh_.addresses) doors.push_back(tcp_detail::parse_endpoint(tcp_detail::endpoint_of_record(a)));
   wire_->open_door(std::move(door), std::move(doors), token_, options_.handshake_limit);
 }
 
@@ -109,9 +109,23 @@ std::string tcp::describe() const {
   s += " on " + (interface_.name.empty() ? std::string("?") : interface_.name) + " " +
        tcp_detail::format_endpoint(mesh_.listened_on) + "; ranks at";
   for (std::size_t r = 0; r < mesh_.addresses.size(); ++r) {
-    s.append(" ").append(std::to_string(r)).append("=").append(mesh_.addresses[r]);
+    s.append(" ").append(std::to_string(r)).append("=").append(tcp_detail::endpoint_of_record(mesh_.addresses[r]));
   }
   return s;
+}
+
+std::vector<int> tcp::hosts() const {
+  if (size() == 1) return {0};
+  std::vector<std::string_view> seen;  // the hosts, in the order of their first ranks
+  std::vector<int> numbers;
+  for (const auto& record : mesh_.addresses) {
+    const std::string_view host = tcp_detail::host_of_record(record);
+    if (host.empty()) return {};  // a record without its host: not known
+    const auto at = std::find(seen.begin(), seen.end(), host);
+    numbers.push_back(int(at - seen.begin()));
+    if (at == seen.end()) seen.push_back(host);
+  }
+  return numbers;
 }
 
 tcp tcp::from_env(tcp_options options) {

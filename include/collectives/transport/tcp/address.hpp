@@ -42,6 +42,19 @@ inline std::optional<unsigned short> parse_port(std::string_view digits) {
   return static_cast<unsigned short>(value);
 }
 
+// A rank's record in the store: its endpoint, then its host (bootstrap::host_fingerprint),
+// so that every rank learns the group's hosts with its addresses ("10.0.0.1:4242
+// host=0123456789abcdef"). A record without a host (an older writer's, a test's) is
+// read for its endpoint alone.
+inline std::string format_record(const tcp::endpoint& e, const std::string& host) {
+  return format_endpoint(e) + " host=" + host;
+}
+inline std::string_view endpoint_of_record(std::string_view record) { return record.substr(0, record.find(" host=")); }
+inline std::string_view host_of_record(std::string_view record) {
+  const auto at = record.find(" host=");
+  return at == std::string_view::npos ? std::string_view() : record.substr(at + 6);
+}
+
 // The endpoint a rank published with format_endpoint ("10.0.0.1:4242", "[::1]:4242").
 // Text no rank writes is errc::protocol_error naming it: the store's value is what
 // another process sent.

@@ -16,6 +16,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "../../bootstrap/auth.hpp"
+#include "../../bootstrap/host_identity.hpp"
 #include "../../bootstrap/limited_warnings.hpp"
 #include "../../bootstrap/store.hpp"
 #include "../../concepts/transport.hpp"
@@ -32,7 +33,7 @@ struct mesh_options {
 struct mesh {
   std::vector<std::shared_ptr<tcp::socket>> peers;  // by rank; null for this rank
   tcp::endpoint listened_on;
-  std::vector<std::string> addresses;  // every rank's published address
+  std::vector<std::string> addresses;  // every rank's published record (address.hpp)
   // Still listening: the rank's door for the group's life (door.hpp).
   std::shared_ptr<tcp::acceptor> acceptor;
 };
@@ -142,7 +143,7 @@ inline mesh connect_mesh(asio::io_context& io, int rank, int size, bootstrap::ke
   s->acceptor.bind({where.address, 0});
   s->acceptor.listen();
   s->result.listened_on = s->acceptor.local_endpoint();
-  store.set(key_prefix + std::to_string(rank), format_endpoint(s->result.listened_on));
+  store.set(key_prefix + std::to_string(rank), format_record(s->result.listened_on, bootstrap::host_fingerprint()));
 
   // Handshakes run from the first moment, while another thread looks up the lower
   // ranks in the store (which may wait for them to start), so nobody who connects
@@ -151,7 +152,7 @@ inline mesh connect_mesh(asio::io_context& io, int rank, int size, bootstrap::ke
   std::jthread lookup([s, &store, &io, key_prefix, rank, until] {
     try {
       for (int peer = 0; peer < rank; ++peer) {
-        const auto peer_endpoint = parse_endpoint(store.get(key_prefix + std::to_string(peer), until));
+        const auto peer_endpoint = parse_endpoint(endpoint_of_record(store.get(key_prefix + std::to_string(peer), until)));
         asio::post(io, [s, peer, peer_endpoint] { connect_to(s, peer, peer_endpoint, std::chrono::milliseconds{10}); });
       }
     } catch (const error& e) {  // a rank that never published, or published garbage: say which
