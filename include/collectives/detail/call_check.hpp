@@ -14,11 +14,11 @@
 #include <vector>
 
 #include "../algorithm/direct.hpp"
-#include "../bootstrap/fingerprint.hpp"
 #include "../algorithm/element_work.hpp"
 #include "../algorithm/executor_core.hpp"
 #include "../algorithm/in_flight.hpp"
 #include "../algorithm/workspace.hpp"
+#include "../bootstrap/fingerprint.hpp"
 #include "../communicator.hpp"
 #include "../config.hpp"
 #include "../error.hpp"
