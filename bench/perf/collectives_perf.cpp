@@ -13,6 +13,8 @@
 #include <exception>
 #include <string>
 
+#include <collectives/transport/shm.hpp>
+
 #include "ours.hpp"
 #include "program.hpp"
 

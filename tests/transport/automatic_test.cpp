@@ -15,6 +15,8 @@
 
 #include <collectives/collectives.hpp>
 #include <collectives/transport/automatic.hpp>
+#include <collectives/transport/shm.hpp>
+#include <collectives/transport/tcp.hpp>
 #include <doctest/doctest.h>
 
 #include "../scoped_env.hpp"

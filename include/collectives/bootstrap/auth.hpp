@@ -53,8 +53,6 @@ struct outcome {
   bool peer_speaks_protocol = false;
 };
 
-inline constexpr std::chrono::seconds default_handshake_limit{10};
-
 namespace detail {
 
 inline constexpr std::uint32_t magic = 0x4C4C4F43;  // "COLL" on the wire (little-endian)

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -13,6 +14,9 @@
 #include "../settings.hpp"
 
 namespace collectives::auth {
+
+// How long a peer may take to prove it holds the token (auth.hpp's handshakes).
+inline constexpr std::chrono::seconds default_handshake_limit{10};
 
 // The job's shared secret. The launcher makes a fresh one per job and hands it to
 // every rank as COLLECTIVES_JOB_TOKEN.

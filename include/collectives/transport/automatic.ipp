@@ -3,8 +3,13 @@
 #pragma once
 
 #include "automatic.hpp"
+#include "shm.hpp"
+#include "tcp.hpp"
 
 namespace collectives {
+
+automatic_transport::automatic_transport(shm t) : chosen_(std::make_unique<transport_detail::plugged<shm>>(std::move(t))) {}
+automatic_transport::automatic_transport(tcp t) : chosen_(std::make_unique<transport_detail::plugged<tcp>>(std::move(t))) {}
 
 automatic_transport automatic_transport::join(const bootstrap::launch_info& launch, const auth::job_token& token,
                                               automatic_options options) {

@@ -32,32 +32,12 @@
 #include "../settings.hpp"
 #include "detail/wire_transport.hpp"
 #include "shm/engine.hpp"
+#include "shm/options.hpp"
 #include "shm/segment.hpp"
 #include "shm/segment_name.hpp"
 #include "shm/shrink.hpp"
 
 namespace collectives {
-
-struct shm_options {
-  // Each FIFO holds `slots` fragments of up to `slot_bytes`: the pipelining chunk. The
-  // segment takes about size * (size - 1) * slots * slot_bytes bytes of /dev/shm.
-  std::size_t slot_bytes = 64 * 1024;
-  std::size_t slots = 8;
-  std::chrono::milliseconds startup_timeout{std::chrono::seconds{60}};
-  shm_detail::engine_limits limits{};
-
-  // COLLECTIVES_STARTUP_TIMEOUT (seconds), COLLECTIVES_SHM_SLOT_BYTES, COLLECTIVES_SHM_SLOTS,
-  // COLLECTIVES_SHM_POLL_US (how long a wait polls before it sleeps, however many cores).
-  static shm_options from_env() {
-    shm_options o;
-    if (auto t = settings::seconds("COLLECTIVES_STARTUP_TIMEOUT")) o.startup_timeout = *t;
-    if (auto b = settings::byte_size("COLLECTIVES_SHM_SLOT_BYTES")) o.slot_bytes = *b;
-    if (auto n = settings::whole_number("COLLECTIVES_SHM_SLOTS")) o.slots = static_cast<std::size_t>(*n);
-    if (auto us = settings::whole_number("COLLECTIVES_SHM_POLL_US"))
-      o.limits.poll_time = o.limits.oversubscribed_poll_time = std::chrono::microseconds{*us};
-    return o;
-  }
-};
 
 class shm : public transport_detail::wire_transport<shm_detail::engine> {
  public:

@@ -33,27 +33,10 @@
 #include "tcp/address.hpp"
 #include "tcp/engine.hpp"
 #include "tcp/mesh.hpp"
+#include "tcp/options.hpp"
 #include "tcp/shrink.hpp"
 
 namespace collectives {
-
-struct tcp_options {
-  // An interface name ("eth0") or a local address to listen on; empty: the interface
-  // that routes to `route_to` (so ranks reach each other the way they reach the store).
-  std::string interface;
-  std::string route_to;  // a host; join() sets the master's, empty means this host's name
-  std::chrono::milliseconds startup_timeout{std::chrono::seconds{60}};
-  std::chrono::milliseconds handshake_limit = auth::default_handshake_limit;
-  tcp_detail::engine_limits limits{};
-
-  // COLLECTIVES_SOCKET_IFNAME and COLLECTIVES_STARTUP_TIMEOUT (seconds).
-  static tcp_options from_env() {
-    tcp_options o;
-    if (auto name = settings::text("COLLECTIVES_SOCKET_IFNAME")) o.interface = std::move(*name);
-    if (auto t = settings::seconds("COLLECTIVES_STARTUP_TIMEOUT")) o.startup_timeout = *t;
-    return o;
-  }
-};
 
 class tcp : public transport_detail::wire_transport<tcp_detail::engine> {
  public:

@@ -1,7 +1,8 @@
-// A transport that automatic_transport reaches through a pointer: one whose header a
-// program includes only when it links that transport's own target (rdma, which needs
-// libfabric). The transport's header plugs itself in (plug_in()); automatic_transport
-// then offers it, and stays the same type whether or not it is plugged in, so
+// The transports automatic_transport reaches through a pointer: shm and tcp, whose
+// headers (Asio and OpenSSL for tcp) a program using automatic_transport then need
+// not compile, and rdma, whose header a program includes only when it links that
+// transport's own target (libfabric): rdma's header plugs itself in (rdma_socket()).
+// automatic_transport stays the same type whether or not rdma is plugged in, so
 // translation units and collectives::compiled built with and without it agree.
 #pragma once
 
@@ -10,10 +11,12 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "../../bootstrap/environment.hpp"
 #include "../../bootstrap/job_token.hpp"
 #include "../../concepts/transport.hpp"
+#include "../../error.hpp"
 #include "wire_transport.hpp"
 
 namespace collectives::transport_detail {
@@ -36,6 +39,10 @@ class plugged_transport {
   virtual void cancel(request& r) noexcept = 0;
   virtual void abort() = 0;
   virtual void note_failure(std::string_view what) noexcept = 0;
+  // Each rank's host where the transport knows them (hosts_known_to), else empty.
+  virtual std::vector<int> hosts() const = 0;
+  // The survivors' group, over the same transport (docs/fault-tolerance.md).
+  virtual std::unique_ptr<plugged_transport> shrink(deadline until) = 0;
 };
 
 // Any transport behind that interface: rdma in a program that includes it, and, in
@@ -83,6 +90,15 @@ class plugged final : public plugged_transport {
   void abort() override { t_.abort(); }
   void note_failure(std::string_view what) noexcept override {
     if constexpr (requires { t_.note_failure(what); }) t_.note_failure(what);
+  }
+  std::vector<int> hosts() const override { return hosts_known_to(t_); }
+  std::unique_ptr<plugged_transport> shrink(deadline until) override {
+    if constexpr (requires { { t_.shrink(until) } -> std::same_as<T>; }) {
+      return std::make_unique<plugged>(t_.shrink(until));
+    } else {
+      throw error(errc::invalid_config, "rank " + std::to_string(rank()) + ": " + std::string(name()) +
+                                            " cannot shrink a group yet (docs/fault-tolerance.md): only shm and tcp can");
+    }
   }
 
  private:

@@ -26,6 +26,7 @@
 #include "../../config.hpp"
 #include "../../error.hpp"
 #include "../detail/matching.hpp"
+#include "options.hpp"
 #include "segment.hpp"
 #include "waiting.hpp"
 
@@ -37,14 +38,6 @@ using transport_detail::link_state;
 using transport_detail::no_slot;
 using transport_detail::op_state;
 using transport_detail::op_type;
-
-struct engine_limits {
-  transport_detail::early_limits early{};        // messages kept before their receive is posted
-  std::chrono::microseconds poll_time{50};       // poll this long before sleeping,
-  std::chrono::microseconds oversubscribed_poll_time{2000};  // or this long, when ranks outnumber the cores
-  unsigned spin_turns = 64;                      // turns before an unbound rank yields
-  std::chrono::milliseconds watch_interval{5};   // how often a waiting rank checks its peers live
-};
 
 class engine {
  public:

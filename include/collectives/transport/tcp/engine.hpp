@@ -41,6 +41,7 @@
 #include "connection.hpp"
 #include "door.hpp"
 #include "frame.hpp"
+#include "options.hpp"
 
 namespace collectives::tcp_detail {
 
@@ -52,13 +53,6 @@ using transport_detail::landing;
 using transport_detail::link_state;
 using transport_detail::op_state;
 using transport_detail::op_type;
-
-struct engine_limits {
-  transport_detail::early_limits early{};      // frames kept in memory before their receive is posted
-  std::size_t piece_bytes = 256 * 1024;        // a fused receive reduces at most this much at once
-  std::size_t inbox_bytes = 64 * 1024;         // what one read takes in, headers and small payloads
-  std::chrono::microseconds poll_time{50};     // how long a wait polls before it sleeps
-};
 
 class engine {
  public:
