@@ -92,10 +92,10 @@ std::optional<group_communicator<Tr>> split_communicator(communicator<Tr>& comm,
 template <transport Tr>
 group_communicator<Tr> split_communicator_by_host(communicator<Tr>& comm) {
   auto all = detail::exchange_split_entries(
-      comm, {.key = comm.rank(), .host = detail::host_fingerprint()});
+      comm, {.key = comm.rank(), .host = bootstrap::host_fingerprint()});
   std::vector<std::uint64_t> fingerprints;
   for (const auto& e : all) fingerprints.push_back(e.host);
-  const std::vector<int> hosts = detail::number_hosts(fingerprints);  // the color of a rank: its host's number
+  const std::vector<int> hosts = bootstrap::number_hosts(std::span<const std::uint64_t>(fingerprints));  // the color of a rank: its host's number
   for (std::size_t q = 0; q < all.size(); ++q) all[q].color = hosts[q];
   return *detail::group_of(comm, all);
 }

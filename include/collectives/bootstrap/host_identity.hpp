@@ -4,9 +4,12 @@
 
 #include <unistd.h>
 
-#include <cstdio>
+#include <algorithm>
+#include <cstdint>
 #include <fstream>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "../config.hpp"
 #include "fingerprint.hpp"
@@ -33,9 +36,24 @@ inline std::string namespace_of(const char* kind) {
 // of their own.
 COLLECTIVES_DECL std::string host_identity();
 
-// host_identity() as 16 hex digits (FNV-1a), short enough to travel in records
-// between ranks; the same in every process of one host.
-COLLECTIVES_DECL std::string host_fingerprint();
+// host_identity() hashed (FNV-1a): 8 bytes that travel between ranks, the same in
+// every process of one host.
+inline std::uint64_t host_fingerprint() { return fingerprint(host_identity()); }
+
+// The hosts numbered 0, 1, ... in the order of their first ranks, from what tells one
+// host from another at each rank (a fingerprint, a record's host, a job's numbers).
+template <class Host>
+std::vector<int> number_hosts(std::span<const Host> host_of_rank) {
+  std::vector<Host> seen;
+  std::vector<int> numbers;
+  numbers.reserve(host_of_rank.size());
+  for (const Host& h : host_of_rank) {
+    const auto at = std::find(seen.begin(), seen.end(), h);
+    numbers.push_back(static_cast<int>(at - seen.begin()));
+    if (at == seen.end()) seen.push_back(h);
+  }
+  return numbers;
+}
 
 // Where a process id names the same process: this kernel's boot and pid namespace
 // (network namespaces and containers of one kernel may share them). Empty where it

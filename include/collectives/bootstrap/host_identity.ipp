@@ -13,12 +13,6 @@ std::string host_identity() {
   return id + "|" + detail::boot_id() + "|" + detail::namespace_of("net");
 }
 
-std::string host_fingerprint() {
-  char hex[17] = {};
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fingerprint(host_identity())));
-  return hex;
-}
-
 std::string pid_space_identity() {
   const std::string boot = detail::boot_id(), pids = detail::namespace_of("pid");
   return boot.empty() || pids.empty() ? std::string() : boot + "|" + pids;

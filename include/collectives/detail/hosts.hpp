@@ -21,11 +21,6 @@
 
 namespace collectives::detail {
 
-inline std::uint64_t host_fingerprint() { return fingerprint(bootstrap::host_identity()); }
-
-// Numbers the hosts 0, 1, ... in the order of their first ranks.
-COLLECTIVES_DECL std::vector<int> number_hosts(std::span<const std::uint64_t> fingerprints);
-
 // "2 hosts: 0-1 | 2-3": each host's ranks, consecutive ones as a range, for the INFO log.
 COLLECTIVES_DECL std::string describe_hosts(std::span<const int> hosts);
 
@@ -36,12 +31,12 @@ std::span<const int> hosts_of(communicator<Tr>& comm, const char* call) {
   if (!known.empty()) return known;
   known = hosts_known_to(comm.transport());
   if (known.empty()) {
-    const std::uint64_t mine = host_fingerprint();
+    const std::uint64_t mine = bootstrap::host_fingerprint();
     std::vector<std::uint64_t> all(static_cast<std::size_t>(comm.size()));
     const schedule plan = direct::plan(kind::all_gather{}, {.rank = comm.rank(), .size = comm.size(), .count = 1});
     exchange(comm, plan, &mine, all.data(), sizeof mine,
              call_context::starting_at(comm.now(), call, comm.next_call(), comm.timeout()));
-    known = number_hosts(all);
+    known = bootstrap::number_hosts(std::span<const std::uint64_t>(all));
   }
   if (comm.rank() == 0 && log::enabled(log::level::info)) log::info("rank 0: " + describe_hosts(known));
   return known;

@@ -6,17 +6,6 @@
 
 namespace collectives::detail {
 
-std::vector<int> number_hosts(std::span<const std::uint64_t> fingerprints) {
-  std::vector<int> hosts;
-  std::vector<std::uint64_t> seen;
-  for (auto f : fingerprints) {
-    auto at = std::find(seen.begin(), seen.end(), f);
-    if (at == seen.end()) at = seen.insert(seen.end(), f);
-    hosts.push_back(static_cast<int>(at - seen.begin()));
-  }
-  return hosts;
-}
-
 std::string describe_hosts(std::span<const int> hosts) {
   const int count = hosts.empty() ? 0 : *std::max_element(hosts.begin(), hosts.end()) + 1;
   std::string text = std::to_string(count) + (count == 1 ? " host:" : " hosts:");

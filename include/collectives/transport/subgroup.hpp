@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "../algorithm/shared_transport.hpp"
+#include "../bootstrap/host_identity.hpp"
 #include "../concepts/transport.hpp"
 #include "../error.hpp"
 
@@ -83,14 +84,9 @@ class subgroup {
   std::vector<int> hosts() const {
     const std::vector<int> job = hosts_known_to(job_->transport);
     if (job.empty()) return {};
-    std::vector<int> number_here(job.size(), -1), mine;
-    int next = 0;
-    for (int m : members_) {
-      int& n = number_here[std::size_t(job[std::size_t(m)])];
-      if (n < 0) n = next++;
-      mine.push_back(n);
-    }
-    return mine;
+    std::vector<int> job_host_of_member;
+    for (int m : members_) job_host_of_member.push_back(job[std::size_t(m)]);
+    return bootstrap::number_hosts(std::span<const int>(job_host_of_member));
   }
 
   bool test(request& r) { return base().test(r); }

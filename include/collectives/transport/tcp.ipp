@@ -4,6 +4,7 @@
 
 #include "tcp.hpp"
 
+#include "../bootstrap/host_identity.hpp"
 #include "../bootstrap/rendezvous.hpp"
 
 namespace collectives {
@@ -116,16 +117,12 @@ std::string tcp::describe() const {
 
 std::vector<int> tcp::hosts() const {
   if (size() == 1) return {0};
-  std::vector<std::string_view> seen;  // the hosts, in the order of their first ranks
-  std::vector<int> numbers;
+  std::vector<std::string_view> host_of_rank;
   for (const auto& record : mesh_.addresses) {
-    const std::string_view host = tcp_detail::host_of_record(record);
-    if (host.empty()) return {};  // a record without its host: not known
-    const auto at = std::find(seen.begin(), seen.end(), host);
-    numbers.push_back(int(at - seen.begin()));
-    if (at == seen.end()) seen.push_back(host);
+    host_of_rank.push_back(tcp_detail::host_of_record(record));
+    if (host_of_rank.back().empty()) return {};  // a record without its host: not known
   }
-  return numbers;
+  return bootstrap::number_hosts(std::span<const std::string_view>(host_of_rank));
 }
 
 tcp tcp::from_env(tcp_options options) {

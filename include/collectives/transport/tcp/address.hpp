@@ -6,6 +6,8 @@
 #include <netinet/in.h>
 
 #include <charconv>
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -42,12 +44,17 @@ inline std::optional<unsigned short> parse_port(std::string_view digits) {
   return static_cast<unsigned short>(value);
 }
 
-// A rank's record in the store: its endpoint, then its host (bootstrap::host_fingerprint),
+// A rank's record in the store: its endpoint, then its host (bootstrap::host_fingerprint, hex),
 // so that every rank learns the group's hosts with its addresses ("10.0.0.1:4242
 // host=0123456789abcdef"). A record without a host (an older writer's, a test's) is
 // read for its endpoint alone.
 inline std::string format_record(const tcp::endpoint& e, const std::string& host) {
   return format_endpoint(e) + " host=" + host;
+}
+inline std::string format_record(const tcp::endpoint& e, std::uint64_t host) {
+  char hex[17] = {};
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(host));
+  return format_record(e, std::string(hex));
 }
 inline std::string_view endpoint_of_record(std::string_view record) { return record.substr(0, record.find(" host=")); }
 inline std::string_view host_of_record(std::string_view record) {
