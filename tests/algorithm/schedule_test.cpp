@@ -15,6 +15,7 @@
 #include <collectives/algorithm/automatic.hpp>
 #include <collectives/algorithm/halving_doubling.hpp>
 #include <collectives/algorithm/hierarchical.hpp>
+#include <collectives/algorithm/plan_cache.hpp>
 #include <doctest/doctest.h>
 
 namespace coll = collectives;
@@ -596,6 +597,36 @@ TEST_CASE("barrier schedule: ceil(log2 P) rounds, and no rank finishes before he
     }
     for (int r = 0; r < p; ++r) CHECK(knows[std::size_t(r)] == (std::uint64_t{1} << p) - 1);
   }
+}
+
+TEST_CASE("successor lists: each op's dependents in op order, made once by the plan cache, dropped by add()") {
+  for (int p : sizes) {
+    INFO("P=", p);
+    auto s = coll::double_binary_tree::plan(coll::kind::all_reduce{},
+                                            {.rank = p / 2, .size = p, .count = 1000, .element_size = 4, .slice_bytes = 256});
+    CHECK_FALSE(s.indexed());
+    s.index_successors();
+    REQUIRE(s.indexed());
+    for (std::size_t d = 0; d < s.ops.size(); ++d) {  // against the dependency lists, read forwards
+      std::vector<coll::op_id> expected;
+      for (std::size_t i = 0; i < s.ops.size(); ++i)
+        for (coll::op_id dep : s.deps_of(s.ops[i]))
+          if (dep == d) expected.push_back(static_cast<coll::op_id>(i));
+      const std::vector<coll::op_id> got(s.successors.begin() + s.successor_begin[d],
+                                         s.successors.begin() + s.successor_begin[d + 1]);
+      CHECK(got == expected);
+    }
+    s.copy({buffer_id::output, 0, 1}, {buffer_id::input, 0, 1});
+    CHECK_FALSE(s.indexed());
+  }
+  coll::plan_cache cache;
+  const coll::plan_request r{.rank = 0, .size = 4, .count = 100, .element_size = 4};
+  int made = 0;
+  const auto make = [&] { return ++made, coll::ring::plan(coll::kind::all_reduce{}, r); };
+  const auto key = coll::plan_cache::key_of<coll::ring, coll::kind::all_reduce>(r);
+  CHECK(cache.find_or_make(key, make).indexed());
+  CHECK(cache.find_or_make(key, make).indexed());
+  CHECK(made == 1);
 }
 
 TEST_CASE("ring all_reduce takes 2(P-1) steps") {

@@ -184,6 +184,8 @@ class executor_core {
   std::size_t next_ready_ = 0, finished_ = 0;
   std::byte* scratch_ = nullptr;
   std::byte* staging_ = nullptr;
+  const op_id* successor_begin_ = nullptr;  // the plan's successor lists, or the workspace's
+  const op_id* successors_ = nullptr;
   // Read once per call: the settings do not change under a running call. The log's
   // DEBUG and TRACE lines come from the same points as the timeline's events.
   bool tracing_ = trace::enabled() || log::enabled(log::level::debug);
@@ -244,24 +246,24 @@ void executor_core<Transport>::prepare() {
   const std::size_t n = plan_.ops.size();
   std::size_t messages = 0, fused_receives = 0;
   room_.waiting.assign(n, 0);
-  room_.successor_begin.assign(n + 1, 0);
   room_.ready.clear();
   room_.active.clear();
   room_.fused.clear();
   for (std::size_t i = 0; i < n; ++i) {
     const operation& o = plan_.ops[i];
     room_.waiting[i] = o.dep_count;
-    for (op_id d : plan_.deps_of(o)) ++room_.successor_begin[d];
     messages += o.kind == op_kind::send || o.kind == op_kind::recv || o.kind == op_kind::recv_reduce;
     fused_receives += o.kind == op_kind::recv_reduce;
   }
-  // room_.successor_begin[d] counts d's successors; running sums make it the end of d's
-  // list, and filling each list backwards (later ops first, so lists stay in op
-  // order) leaves it at the list's beginning, where the next list ends.
-  for (std::size_t i = 1; i <= n; ++i) room_.successor_begin[i] += room_.successor_begin[i - 1];
-  room_.successors.resize(plan_.deps.size());
-  for (std::size_t i = n; i-- > 0;)
-    for (op_id d : plan_.deps_of(plan_.ops[i])) room_.successors[--room_.successor_begin[d]] = static_cast<op_id>(i);
+  // A kept plan came indexed from the plan cache; another is indexed here, per call.
+  if (plan_.indexed()) {
+    successor_begin_ = plan_.successor_begin.data();
+    successors_ = plan_.successors.data();
+  } else {
+    plan_.index_into(room_.successor_begin, room_.successors);
+    successor_begin_ = room_.successor_begin.data();
+    successors_ = room_.successors.data();
+  }
   room_.ready.reserve(n);
   for (std::size_t i = 0; i < n; ++i)
     if (room_.waiting[i] == 0) room_.ready.push_back(static_cast<op_id>(i));
@@ -313,9 +315,9 @@ std::byte* executor_core<Transport>::address(region r) const {
 template <transport Transport>
 void executor_core<Transport>::finish(op_id id) {
   ++finished_;
-  const auto begin = room_.successor_begin[id], end = room_.successor_begin[id + 1];
+  const auto begin = successor_begin_[id], end = successor_begin_[id + 1];
   for (auto k = begin; k < end; ++k)
-    if (--room_.waiting[room_.successors[k]] == 0) room_.ready.push_back(room_.successors[k]);
+    if (--room_.waiting[successors_[k]] == 0) room_.ready.push_back(successors_[k]);
 }
 
 template <transport Transport>

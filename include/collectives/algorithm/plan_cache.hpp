@@ -41,15 +41,20 @@ class plan_cache {
       if (e.k == k) return e.plan;
     if (entries_.size() < capacity) {
       entries_.reserve(capacity);
-      return entries_.emplace_back(entry{k, make()}).plan;
+      return indexed(entries_.emplace_back(entry{k, make()}).plan);
     }
     entry& replaced = entries_[next_victim_++ % capacity];  // the oldest
     replaced = entry{k, make()};
-    return replaced.plan;
+    return indexed(replaced.plan);
   }
 
  private:
   static constexpr std::size_t capacity = 16;
+  // Every call of a kept plan follows the same successor lists: made here, once.
+  static const schedule& indexed(schedule& plan) {
+    plan.index_successors();
+    return plan;
+  }
   struct entry {
     key k;
     schedule plan;

@@ -61,8 +61,8 @@ struct executor_workspace {
   };
 
   std::vector<std::uint32_t> waiting;          // by op: dependencies not finished yet
-  std::vector<std::uint32_t> successor_begin;  // by op: where its successors start in `successors`
-  std::vector<op_id> successors;
+  std::vector<op_id> successor_begin;          // a plan's successor lists where the plan has none
+  std::vector<op_id> successors;               // (schedule::index_into)
   std::vector<op_id> ready;                    // ops whose dependencies are done, in the order they became so
   std::vector<active_op> active;               // posted messages not finished yet
   std::vector<fused_target> fused;             // fused receives point into it: sized before the first one

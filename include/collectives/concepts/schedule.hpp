@@ -64,6 +64,12 @@ class schedule {
   std::vector<op_id> deps;          // dependency lists of all ops, back to back
   std::size_t scratch_count = 0;    // elements of scratch this schedule uses
   std::size_t staging_count = 0;    // elements of staging its recv_reduce ops use
+  // The dependency lists reversed, which the executor follows: each op's successors,
+  // back to back (op i's are successors[successor_begin[i]] up to successor_begin[i + 1]).
+  // index_successors() fills them once per plan (the plan cache does, so that a
+  // repeated call does not); add() drops them.
+  std::vector<op_id> successor_begin;
+  std::vector<op_id> successors;
 
   std::span<const op_id> deps_of(const operation& op) const {
     return {deps.data() + op.first_dep, op.dep_count};
@@ -72,12 +78,31 @@ class schedule {
   op_id add(operation op, std::initializer_list<op_id> after = {}) { return add(op, std::span{after.begin(), after.size()}); }
 
   op_id add(operation op, std::span<const op_id> after) {
+    successor_begin.clear();
     op.first_dep = static_cast<std::uint32_t>(deps.size());
     for (op_id d : after)
       if (d != no_dependency) deps.push_back(d);
     op.dep_count = static_cast<std::uint32_t>(deps.size() - op.first_dep);
     ops.push_back(op);
     return static_cast<op_id>(ops.size() - 1);
+  }
+
+  bool indexed() const noexcept { return successor_begin.size() == ops.size() + 1; }
+  void index_successors() { index_into(successor_begin, successors); }
+
+  // The same lists, into the caller's vectors (the executor's, for a plan not indexed).
+  void index_into(std::vector<op_id>& begin, std::vector<op_id>& list) const {
+    const std::size_t n = ops.size();
+    begin.assign(n + 1, 0);
+    for (const operation& o : ops)
+      for (op_id d : deps_of(o)) ++begin[d];
+    // begin[d] counts d's successors; running sums make it the end of d's list, and
+    // filling each list backwards (later ops first, so lists stay in op order) leaves it
+    // at the list's beginning, where the next list ends.
+    for (std::size_t i = 1; i <= n; ++i) begin[i] += begin[i - 1];
+    list.resize(deps.size());
+    for (std::size_t i = n; i-- > 0;)
+      for (op_id d : deps_of(ops[i])) list[--begin[d]] = static_cast<op_id>(i);
   }
 
   // Reserves `count` elements of scratch and returns their region.
