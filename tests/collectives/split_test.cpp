@@ -31,6 +31,9 @@ const std::vector<splitting> splittings{
     {"each rank alone", [](int r, int) { return r; }, [](int, int) { return 0; }},
 };
 
+// The one whose groups run the large case too: groups of different sizes, in reverse.
+constexpr std::string_view large_case_splitting = "thirds, reversed";
+
 // The serial rule (MPI_Comm_split's): the ranks of my color, by key, then by rank.
 std::vector<int> members_of(const splitting& s, int p, int me) {
   std::vector<int> m;
@@ -78,6 +81,10 @@ void check_all_reduce_in_groups() {
         if (auto m = check_shape(*g, members, c.rank()); !m.empty()) return s.name + std::string(": ") + m;
         std::string problem;
         for (std::size_t n : element_counts(p)) {
+          // The large case in one way of splitting: a group's calls differ from the job's
+          // by their members and order, which every count checks; what the large case
+          // adds (slices, the workspace, pieces) is the same code for any group.
+          if (n == large_count && s.name != large_case_splitting) continue;
           const auto want = reduced_over<T, Op>(members, n);
           each_algorithm<coll::kind::all_reduce>([&]<class A>() {
             if (!problem.empty()) return;
