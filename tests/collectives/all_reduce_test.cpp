@@ -123,7 +123,7 @@ void check_all_reduce(int p, std::size_t n, bool in_place, const std::vector<std
 template <class T, class Op>
 void check_grid() {
   for (int p : rank_counts)
-    for (std::size_t n : element_counts(p)) {
+    for (std::size_t n : element_counts(p, runs_large_case<T, Op>)) {
       const auto given = all_inputs<T, Op>(p, n);
       const auto want = reduced<T, Op>(given);
       each_algorithm<coll::kind::all_reduce>([&]<class A>() {

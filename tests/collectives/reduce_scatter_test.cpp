@@ -33,7 +33,7 @@ void check_reduce_scatter(int p, const std::vector<std::size_t>& counts, bool un
 template <class T, class Op>
 void check_grid() {
   for (int p : rank_counts)
-    for (std::size_t n : chunk_counts(p))
+    for (std::size_t n : chunk_counts(p, runs_large_case<T, Op>))
       for (bool uneven : {false, true}) {
         if (uneven && n > 1000) continue;  // the v-forms share the even forms' schedules
         const auto counts = uneven ? uneven_counts(p, n) : std::vector<std::size_t>(std::size_t(p), n);

@@ -28,7 +28,7 @@ void check_reduce(int p, std::size_t n, int root, bool in_place, const std::vect
 template <class T, class Op>
 void check_grid() {
   for (int p : rank_counts)
-    for (std::size_t n : element_counts(p)) {
+    for (std::size_t n : element_counts(p, runs_large_case<T, Op>)) {
       const auto given = all_inputs<T, Op>(p, n);
       const auto want = reduced<T, Op>(given);
       const int root = int(n % std::size_t(p));  // 0 and others across the grid

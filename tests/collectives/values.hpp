@@ -30,9 +30,10 @@ namespace testing {
 // element size or more, in half the time.)
 inline constexpr std::size_t large_count = (std::size_t{1} << 19) + 3;
 
-// 0, 1, 7, P-1, P, 1000 and the large case, without repeats.
-inline std::vector<std::size_t> element_counts(int p) {
-  std::vector<std::size_t> n{0, 1, 7, std::size_t(p - 1), std::size_t(p), 1000, large_count};
+// 0, 1, 7, P-1, P, 1000 and the large case (unless `with_large` is false), without repeats.
+inline std::vector<std::size_t> element_counts(int p, bool with_large = true) {
+  std::vector<std::size_t> n{0, 1, 7, std::size_t(p - 1), std::size_t(p), 1000};
+  if (with_large) n.push_back(large_count);
   std::sort(n.begin(), n.end());
   n.erase(std::unique(n.begin(), n.end()), n.end());
   return n;
@@ -41,8 +42,8 @@ inline std::vector<std::size_t> element_counts(int p) {
 // Per-rank chunk counts for collectives whose buffers hold P chunks (gather,
 // all_gather, reduce_scatter, all_to_all, ...): the same grid, except that the large
 // case is the chunk that makes one rank's P-chunk buffer the large count or just more.
-inline std::vector<std::size_t> chunk_counts(int p) {
-  auto n = element_counts(p);
+inline std::vector<std::size_t> chunk_counts(int p, bool with_large = true) {
+  auto n = element_counts(p, with_large);
   std::replace(n.begin(), n.end(), large_count, (large_count + std::size_t(p) - 1) / std::size_t(p));
   return n;
 }
@@ -183,10 +184,29 @@ void each_type(F&& f) {
   each_type_of(f, element_types{});
 }
 
-// GRID_OPS=one_per_type: one built-in op for each element type instead of every one.
-// The process runs set it (tests/CMakeLists.txt): a transport moves bytes and never
-// sees the op, and every op runs on the same combining code whichever transport
-// carried its operands, which the threads' runs check for each op.
+// One built-in op for each element type: a sum, a maximum, a mean (which finishes after
+// combining) and a product.
+template <class T>
+using representative_op = std::conditional_t<
+    std::is_same_v<T, std::int64_t>, coll::max,
+    std::conditional_t<std::is_same_v<T, float>, coll::avg, std::conditional_t<std::is_same_v<T, double>, coll::prod, coll::sum>>>;
+
+template <class Op>
+inline constexpr bool is_builtin_op = std::is_same_v<Op, coll::sum> || std::is_same_v<Op, coll::prod> ||
+                                      std::is_same_v<Op, coll::min> || std::is_same_v<Op, coll::max> ||
+                                      std::is_same_v<Op, coll::avg> || std::is_same_v<Op, coll::bit_and> ||
+                                      std::is_same_v<Op, coll::bit_or> || std::is_same_v<Op, coll::bit_xor>;
+
+// The large case runs with the user's ops and one built-in op per element type: what it
+// crosses are sizes in bytes, which every op crosses alike, and each op's loop runs
+// at every other count (1000 elements: whole vectors and a remainder).
+template <class T, class Op>
+inline constexpr bool runs_large_case = !is_builtin_op<Op> || std::is_same_v<Op, representative_op<T>>;
+
+// GRID_OPS=one_per_type: only the representative op of each element type. The process
+// runs set it (tests/CMakeLists.txt): a transport moves bytes and never sees the op,
+// and every op runs on the same combining code whichever transport carried its
+// operands, which the threads' runs check for each op.
 inline bool every_builtin_op_runs() {
   static const bool every = [] {
     const char* ops = std::getenv("GRID_OPS");
@@ -195,15 +215,12 @@ inline bool every_builtin_op_runs() {
   return every;
 }
 
-// Every built-in op that applies to T (or, under GRID_OPS=one_per_type, one: a sum, a
-// maximum, a mean, which finishes after combining, and a product).
+// Every built-in op that applies to T (or, under GRID_OPS=one_per_type, its
+// representative op).
 template <class T, class F>
 void each_builtin_op(F&& f) {
   if (!every_builtin_op_runs()) {
-    if constexpr (std::is_same_v<T, std::int64_t>) f.template operator()<coll::max>();
-    else if constexpr (std::is_same_v<T, float>) f.template operator()<coll::avg>();
-    else if constexpr (std::is_same_v<T, double>) f.template operator()<coll::prod>();
-    else f.template operator()<coll::sum>();
+    f.template operator()<representative_op<T>>();
     return;
   }
   f.template operator()<coll::sum>();
