@@ -9,8 +9,8 @@ set(layers
   "1 vocabulary:  ^concepts/ ^device_span\\.hpp$"
   "2 services:    ^ops/ ^bootstrap/"
   "3 planning:    ^algorithm/ ^device/"
-  "4 communicator: ^communicator\\.hpp$"
-  "5 transports:  ^transport/"
+  "4 transports:  ^transport/[a-z_]+/ ^transport/(cuda_ipc|declarations|device_ipc|faulty|inproc|selection|subgroup)\\.hpp$"
+  "5 communicator: ^communicator\\.hpp$ ^transport/(automatic|rdma|shm|tcp)\\.hpp$"
   "6 calls:       ^detail/ ^(all_gather|all_reduce|all_to_all|barrier|broadcast|completion_tokens|gather|gradient_bucketer|nonblocking|point_to_point|reduce|reduce_scatter|scatter|split|run_ranks)\\.hpp$"
   "7 umbrella:    ^collectives\\.hpp$ ^impl/")
 

@@ -8,7 +8,8 @@
 #error "<collectives/impl/rdma_src.hpp> is for separate compilation: define COLLECTIVES_SEPARATE_COMPILATION in every translation unit"
 #endif
 
-#include "../transport/rdma.ipp"
+#include "../communicator.hpp"
+#include "../transport/rdma/transport.ipp"
 
 // The executor's core and the communicator over rdma (the header declares them extern).
 namespace collectives {

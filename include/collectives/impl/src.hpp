@@ -10,10 +10,10 @@
 #error "<collectives/impl/src.hpp> is for separate compilation: define COLLECTIVES_SEPARATE_COMPILATION in every translation unit"
 #endif
 
-#include "../transport/automatic.ipp"
-#include "../transport/shm.ipp"
+#include "../transport/automatic/transport.ipp"
+#include "../transport/shm/transport.ipp"
 #include "../transport/shm/engine.ipp"
-#include "../transport/tcp.ipp"
+#include "../transport/tcp/transport.ipp"
 #include "../transport/tcp/engine.ipp"
 #include "../algorithm/direct.ipp"
 #include "../algorithm/halving_doubling.ipp"

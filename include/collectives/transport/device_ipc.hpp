@@ -25,7 +25,7 @@
 #include "../memory_space.hpp"
 #include "device_ipc/options.hpp"
 #include "device_ipc/wire.hpp"
-#include "shm.hpp"
+#include "shm/transport.hpp"
 
 namespace collectives {
 

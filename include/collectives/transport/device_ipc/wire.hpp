@@ -28,7 +28,7 @@
 #include "../../concepts/transport.hpp"
 #include "../../error.hpp"
 #include "../detail/matching.hpp"
-#include "../shm.hpp"
+#include "../shm/transport.hpp"
 #include "device_bytes.hpp"
 #include "options.hpp"
 

@@ -1,4 +1,4 @@
-// The RDMA transport's start-up (rdma.hpp): inline in header-only use, compiled once
+// The RDMA transport's start-up (transport.hpp): inline in header-only use, compiled once
 // into collectives::compiled with COLLECTIVES_SEPARATE_COMPILATION (built where
 // libfabric is found).
 #pragma once
@@ -7,12 +7,12 @@
 
 #include <sstream>
 
-#include "rdma.hpp"
+#include "transport.hpp"
 
-#include "../bootstrap/host_identity.hpp"
-#include "../bootstrap/rendezvous.hpp"
+#include "../../bootstrap/host_identity.hpp"
+#include "../../bootstrap/rendezvous.hpp"
 
-#include "rdma/engine.ipp"
+#include "engine.ipp"
 
 namespace collectives {
 

@@ -1,8 +1,8 @@
-// The shared-memory transport's start-up (shm.hpp): inline in header-only use,
+// The shared-memory transport's start-up (transport.hpp): inline in header-only use,
 // compiled once into collectives::compiled with COLLECTIVES_SEPARATE_COMPILATION.
 #pragma once
 
-#include "shm.hpp"
+#include "transport.hpp"
 
 namespace collectives {
 

@@ -1,11 +1,11 @@
-// The TCP transport's start-up (tcp.hpp): inline in header-only use, compiled once
+// The TCP transport's start-up (transport.hpp): inline in header-only use, compiled once
 // into collectives::compiled with COLLECTIVES_SEPARATE_COMPILATION.
 #pragma once
 
-#include "tcp.hpp"
+#include "transport.hpp"
 
-#include "../bootstrap/host_identity.hpp"
-#include "../bootstrap/rendezvous.hpp"
+#include "../../bootstrap/host_identity.hpp"
+#include "../../bootstrap/rendezvous.hpp"
 
 namespace collectives {
 

@@ -1,10 +1,10 @@
-// automatic_transport's choice and start-up (automatic.hpp): inline in header-only
+// automatic_transport's choice and start-up (transport.hpp): inline in header-only
 // use, compiled once into collectives::compiled with COLLECTIVES_SEPARATE_COMPILATION.
 #pragma once
 
-#include "automatic.hpp"
-#include "shm.hpp"
-#include "tcp.hpp"
+#include "transport.hpp"
+#include "../shm/transport.hpp"
+#include "../tcp/transport.hpp"
 
 namespace collectives {
 
