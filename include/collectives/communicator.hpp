@@ -11,14 +11,14 @@
 #include <vector>
 #include <utility>
 
-#include "algorithm/in_flight.hpp"
-#include "algorithm/plan_cache.hpp"
-#include "algorithm/progress_thread.hpp"
-#include "algorithm/shared_transport.hpp"
-#include "algorithm/workspace.hpp"
 #include "concepts/transport.hpp"
 #include "concepts/transport_selection.hpp"
 #include "error.hpp"
+#include "runtime/in_flight.hpp"
+#include "runtime/plan_cache.hpp"
+#include "runtime/progress_thread.hpp"
+#include "runtime/shared_transport.hpp"
+#include "runtime/workspace.hpp"
 #include "settings.hpp"
 
 namespace collectives {

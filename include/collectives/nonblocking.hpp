@@ -30,7 +30,6 @@
 
 #include "algorithm/automatic.hpp"
 #include "algorithm/direct.hpp"
-#include "algorithm/in_flight.hpp"
 #include "all_gather.hpp"
 #include "all_reduce.hpp"
 #include "all_to_all.hpp"
@@ -43,6 +42,7 @@
 #include "point_to_point.hpp"
 #include "reduce.hpp"
 #include "reduce_scatter.hpp"
+#include "runtime/in_flight.hpp"
 #include "scatter.hpp"
 
 namespace collectives {

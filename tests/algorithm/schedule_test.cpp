@@ -15,7 +15,7 @@
 #include <collectives/algorithm/automatic.hpp>
 #include <collectives/algorithm/halving_doubling.hpp>
 #include <collectives/algorithm/hierarchical.hpp>
-#include <collectives/algorithm/plan_cache.hpp>
+#include <collectives/runtime/plan_cache.hpp>
 #include <doctest/doctest.h>
 
 namespace coll = collectives;

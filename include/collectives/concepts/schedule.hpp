@@ -5,7 +5,7 @@
 // else may run concurrently, which is how slicing a buffer pipelines a ring or a
 // tree. Regions are counted in elements, so one schedule serves any element type.
 // Schedules are built by the algorithms (algorithm/ring.hpp, tree.hpp, direct.hpp)
-// and run by algorithm/executor.hpp on any transport; tests check them without a
+// and run by runtime/executor.hpp on any transport; tests check them without a
 // transport at all.
 #pragma once
 

@@ -15,8 +15,6 @@
 #include <type_traits>
 
 #include "../algorithm/automatic.hpp"
-#include "../algorithm/executor.hpp"
-#include "../algorithm/in_flight.hpp"
 #include "../algorithm/schedule.hpp"
 #include "../communicator.hpp"
 #include "../concepts/algorithm.hpp"
@@ -25,6 +23,8 @@
 #include "../error.hpp"
 #include "../log.hpp"
 #include "../ops/host_reduce.hpp"
+#include "../runtime/executor.hpp"
+#include "../runtime/in_flight.hpp"
 #include "../transport/declarations.hpp"
 #include "call_check.hpp"
 #include "hosts.hpp"

@@ -14,14 +14,14 @@
 #include <vector>
 
 #include "../algorithm/direct.hpp"
-#include "../algorithm/element_work.hpp"
-#include "../algorithm/executor_core.hpp"
-#include "../algorithm/in_flight.hpp"
-#include "../algorithm/workspace.hpp"
 #include "../bootstrap/fingerprint.hpp"
 #include "../communicator.hpp"
 #include "../config.hpp"
 #include "../error.hpp"
+#include "../runtime/element_work.hpp"
+#include "../runtime/executor_core.hpp"
+#include "../runtime/in_flight.hpp"
+#include "../runtime/workspace.hpp"
 
 namespace collectives::detail {
 

@@ -5,12 +5,12 @@
 
 #include <cstddef>
 
-#include "../algorithm/element_work.hpp"
-#include "../algorithm/executor_core.hpp"
 #include "../algorithm/schedule.hpp"
-#include "../algorithm/workspace.hpp"
 #include "../communicator.hpp"
 #include "../concepts/transport.hpp"
+#include "../runtime/element_work.hpp"
+#include "../runtime/executor_core.hpp"
+#include "../runtime/workspace.hpp"
 
 namespace collectives::detail {
 

@@ -11,11 +11,11 @@
 #include <vector>
 
 #include "../algorithm/direct.hpp"
-#include "../algorithm/executor_core.hpp"
 #include "../bootstrap/host_identity.hpp"
 #include "../communicator.hpp"
 #include "../config.hpp"
 #include "../log.hpp"
+#include "../runtime/executor_core.hpp"
 #include "call_check.hpp"
 #include "exchange.hpp"
 

@@ -17,11 +17,11 @@
 #include <vector>
 
 #include "../algorithm/direct.hpp"
-#include "../algorithm/executor_core.hpp"
 #include "../communicator.hpp"
 #include "../config.hpp"
 #include "../error.hpp"
 #include "../log.hpp"
+#include "../runtime/executor_core.hpp"
 #include "../settings.hpp"
 #include "call_check.hpp"
 #include "cost_file.hpp"

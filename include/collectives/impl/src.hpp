@@ -29,7 +29,7 @@
 #include "../log.ipp"
 #include "../settings.ipp"
 #include "../trace.ipp"
-#include "../algorithm/progress_thread.ipp"
+#include "../runtime/progress_thread.ipp"
 #include "../detail/call.hpp"
 #include "../run_ranks.hpp"
 

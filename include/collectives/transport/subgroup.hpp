@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "../algorithm/shared_transport.hpp"
+#include "../runtime/shared_transport.hpp"
 #include "../bootstrap/host_identity.hpp"
 #include "../concepts/transport.hpp"
 #include "../error.hpp"

@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "schedule.hpp"
+#include "../concepts/schedule.hpp"
 
 namespace collectives {
 

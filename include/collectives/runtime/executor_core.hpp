@@ -18,13 +18,13 @@
 #include <utility>
 #include <vector>
 
+#include "../concepts/schedule.hpp"
 #include "../concepts/transport.hpp"
 #include "../error.hpp"
 #include "../log.hpp"
 #include "../memory_space.hpp"
 #include "../trace.hpp"
 #include "element_work.hpp"
-#include "schedule.hpp"
 #include "workspace.hpp"
 
 namespace collectives {

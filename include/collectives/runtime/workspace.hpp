@@ -10,7 +10,7 @@
 #include <new>
 #include <vector>
 
-#include "schedule.hpp"
+#include "../concepts/schedule.hpp"
 
 namespace collectives {
 

@@ -1,0 +1,2 @@
+// The definitions of paired.hpp (for the layer test).
+#include "paired.hpp"
