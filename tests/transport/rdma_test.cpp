@@ -100,6 +100,13 @@ TEST_CASE("a group of one says which provider, fabric and domain it has") {
   CHECK(alone.provider().find("tcp") != std::string::npos);
   CHECK(alone.describe().starts_with("rdma rank 0 of 1 over libfabric provider tcp"));
   CHECK(alone.describe().find("larger ones read by their receiver") != std::string::npos);
+  CHECK(coll::hosts_known_to(alone) == std::vector<int>{0});
+}
+
+TEST_CASE("the ranks learn their hosts with their addresses: a call that plans by hosts exchanges nothing for them") {
+  on_two_ranks([](coll::communicator<coll::rdma>& comm) {
+    CHECK(coll::hosts_known_to(comm.transport()) == std::vector<int>{0, 0});  // both threads on this host
+  });
 }
 
 TEST_CASE("a buffer sent and received again is registered once") {

@@ -113,7 +113,7 @@ constexpr transport_traits traits_of() {
 
 // Each rank's host (0, 1, ... numbered in the order of their first ranks), where the
 // transport knows them: all one host by its traits, or as `std::vector<int> hosts()
-// const` (empty where it does not know: automatic_transport over tcp). Empty
+// const` (empty where it does not know). Empty
 // otherwise, and a call that plans by hosts asks the ranks once (detail/hosts.hpp).
 template <class T>
 std::vector<int> hosts_known_to(const T& t) {

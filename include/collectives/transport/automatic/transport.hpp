@@ -75,8 +75,8 @@ class automatic_transport {
   // The automatic algorithm's figures are those of the transport in use.
   link_costs current_costs() const { return chosen_->costs(); }
 
-  // Over shm every rank is on this host; tcp knows them from its start-up; rdma does
-  // not know them (hosts_known_to).
+  // Over shm every rank is on this host; tcp and rdma know them from their start-up
+  // (hosts_known_to).
   std::vector<int> hosts() const { return chosen_->hosts(); }
 
   int rank() const { return chosen_->rank(); }

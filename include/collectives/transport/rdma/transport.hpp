@@ -95,6 +95,9 @@ class rdma : public transport_detail::wire_transport<rdma_detail::engine> {
   // Whether user buffers stay registered between transfers: where the kernel lets
   // this process watch its memory (userfaultfd); else each transfer registers its own.
   bool keeps_registrations() const { return wire_->keeps_registrations(); }
+  // Each rank's host, as the ranks published them with their addresses (hosts_known_to),
+  // so that a call that plans by hosts exchanges nothing to learn them.
+  std::vector<int> hosts() const { return size() == 1 ? std::vector<int>{0} : hosts_; }
 
  private:
   COLLECTIVES_DECL rdma(int rank, int size, bootstrap::key_value_store* store, rdma_options options, bool spans_hosts);
@@ -110,6 +113,8 @@ class rdma : public transport_detail::wire_transport<rdma_detail::engine> {
   COLLECTIVES_DECL void meet(bootstrap::key_value_store& store, deadline until);
   COLLECTIVES_DECL static std::string to_hex(const std::string& bytes);
   COLLECTIVES_DECL static bool from_hex(const std::string& hex, std::string& bytes);
+
+  std::vector<int> hosts_;  // empty where some rank published no host
 };
 
 namespace rdma_detail {

@@ -57,16 +57,22 @@ void rdma::meet(bootstrap::key_value_store& store, deadline until) {
   // A peer's pid is watched only where it means the same process; "-" where unknown.
   std::string place = bootstrap::pid_space_identity();
   if (place.empty()) place = "-" + std::to_string(rank());
-  store.set(prefix + std::to_string(rank()), place + " " + std::to_string(::getpid()) + " " + to_hex(wire_->address()));
+  // Last, the host (bootstrap::host_fingerprint, as the hosts' exchange would learn it).
+  store.set(prefix + std::to_string(rank()), place + " " + std::to_string(::getpid()) + " " +
+                                                 to_hex(wire_->address()) + " " + std::to_string(bootstrap::host_fingerprint()));
   const auto ranks = std::size_t(size());
   std::vector<std::string> addresses(ranks);
   std::vector<rdma_detail::peer_place> places(ranks);
+  std::vector<std::uint64_t> host_of_rank(ranks);
+  bool every_host_known = true;
   for (int r = 0; r < size(); ++r) {
     std::istringstream in(store.get(prefix + std::to_string(r), until));
     std::string hex;
     if (!(in >> places[std::size_t(r)].host >> places[std::size_t(r)].pid >> hex) || !from_hex(hex, addresses[std::size_t(r)]))
       throw error(errc::protocol_error, "rdma: rank " + std::to_string(r) + " published no endpoint address in the store");
+    every_host_known = every_host_known && bool(in >> host_of_rank[std::size_t(r)]);
   }
+  if (every_host_known) hosts_ = bootstrap::number_hosts(std::span<const std::uint64_t>(host_of_rank));
   wire_->connect(addresses, places, place);
   greet_everyone({reserved_call::rdma_hello, 0}, until);
 }
