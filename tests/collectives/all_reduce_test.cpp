@@ -78,7 +78,7 @@ void check_one_round_matches_two(Op op) {
   for (int p : rank_counts)
     for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t(p - 1), std::size_t(p),
                           std::size_t{1000}, limit - 1, limit, limit + 1}) {
-      INFO(typeid(Op).name(), " P=", p, " N=", n);
+      const auto info = case_info(std::string(typeid(Op).name()) + " P=" + std::to_string(p) + " N=" + std::to_string(n));
       const auto given = random_inputs<T>(p, n, unsigned(p * 7919 + n));
       const auto want = in_direct_order(given, n, op);
       on_ranks(p, [&](comm& c) {
@@ -103,7 +103,7 @@ void check_one_round_matches_two(Op op) {
 template <class A, class T, class Op>
 void check_all_reduce(int p, std::size_t n, bool in_place, const std::vector<std::vector<T>>& given,
                       const std::vector<T>& want) {
-  INFO(describe<A, T, Op>(p, n, in_place));
+  const auto info = case_info(describe<A, T, Op>(p, n, in_place));
   on_ranks(p, [&](comm& c) {
     const auto& original = given[std::size_t(c.rank())];
     std::vector<T> input = original, output;
@@ -162,7 +162,7 @@ void check_hierarchical_layouts() {
         const auto given = all_inputs<T, Op>(p, n);
         const auto want = reduced<T, Op>(given);
         for (bool in_place : {false, true}) {
-          INFO(layout.first, ": ", describe<H, T, Op>(p, n, in_place));
+          const auto info = case_info(std::string(layout.first) + ": " + describe<H, T, Op>(p, n, in_place));
           on_ranks(p, [&](comm& c) {
             std::vector<int> hosts;
             for (int q = 0; q < p; ++q) hosts.push_back(layout.second(q));

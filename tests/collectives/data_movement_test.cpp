@@ -45,7 +45,7 @@ void grid(F&& check) {
       for (std::size_t n : (std::is_same_v<Kind, coll::kind::broadcast> ? element_counts(p) : chunk_counts(p)))
         each_algorithm<Kind>([&]<class A>() {
           for (bool in_place : {false, true}) {
-            INFO(describe<A, T, void>(p, n, in_place));
+            const auto info = case_info(describe<A, T, void>(p, n, in_place));
             check.template operator()<A, T>(p, n, in_place);
           }
         });
@@ -77,7 +77,7 @@ TEST_CASE("gather and gatherv: the root ends with every rank's part in rank orde
     const int root = int(n % std::size_t(p));
     for (bool uneven : {false, true}) {
       if (uneven && n > 1000) continue;
-      INFO(std::string(uneven ? "gatherv" : "gather"));
+      const auto info = case_info(uneven ? "gatherv" : "gather");
       const auto counts = uneven ? uneven_counts(p, n) : std::vector<std::size_t>(std::size_t(p), n);
       const auto displ = coll::plan::displacements(counts);
       const auto want = every_part<T>(counts);
@@ -106,7 +106,7 @@ TEST_CASE("scatter and scatterv: rank i ends with part i of the root's data") {
     const int root = int(n % std::size_t(p));
     for (bool uneven : {false, true}) {
       if (uneven && n > 1000) continue;
-      INFO(std::string(uneven ? "scatterv" : "scatter"));
+      const auto info = case_info(uneven ? "scatterv" : "scatter");
       const auto counts = uneven ? uneven_counts(p, n) : std::vector<std::size_t>(std::size_t(p), n);
       const auto displ = coll::plan::displacements(counts);
       const auto all = items<T>(root, 0, displ.back());
@@ -135,7 +135,7 @@ TEST_CASE("all_gather and all_gatherv: every rank ends with every part in rank o
   grid<coll::kind::all_gather>([]<class A, class T>(int p, std::size_t n, bool in_place) {
     for (bool uneven : {false, true}) {
       if (uneven && n > 1000) continue;
-      INFO(std::string(uneven ? "all_gatherv" : "all_gather"));
+      const auto info = case_info(uneven ? "all_gatherv" : "all_gather");
       const auto counts = uneven ? uneven_counts(p, n) : std::vector<std::size_t>(std::size_t(p), n);
       const auto displ = coll::plan::displacements(counts);
       const auto want = every_part<T>(counts);
@@ -161,7 +161,7 @@ TEST_CASE("all_to_all and all_to_allv: part j of rank i ends as part i on rank j
   grid<coll::kind::all_to_all>([]<class A, class T>(int p, std::size_t n, bool in_place) {
     for (bool uneven : {false, true}) {
       if (uneven && (n > 1000 || in_place)) continue;  // all_to_allv has no in-place form
-      INFO(std::string(uneven ? "all_to_allv" : "all_to_all"));
+      const auto info = case_info(uneven ? "all_to_allv" : "all_to_all");
       // Rank i sends sent(i, j) elements to rank j; element k of that part is
       // item(i, j * 1'000'000 + k), so every element says where it came from.
       auto sent = [&](int i, int j) { return uneven ? (std::size_t(i + 2 * j) % 4) * n / 2 : n; };

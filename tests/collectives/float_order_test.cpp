@@ -77,7 +77,7 @@ template <class A>
 void check_order(std::vector<float> (*serial)(const std::vector<std::vector<float>>&, std::size_t)) {
   for (int p : rank_counts)
     for (std::size_t n : element_counts(p)) {
-      INFO(A::name, " P=", p, " N=", n);
+      const auto info = case_info(std::string(A::name) + " P=" + std::to_string(p) + " N=" + std::to_string(n));
       const auto given = random_inputs(p, n, unsigned(p * 7919 + n));
       const auto want = serial(given, n);
       std::vector<std::vector<float>> first(static_cast<std::size_t>(p));

@@ -4,7 +4,10 @@
 #pragma once
 
 #include <chrono>
+#include <ostream>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <collectives/bootstrap/environment.hpp>
@@ -22,6 +25,35 @@ Comm join_job() {
   auto made = Comm::from_env();
   made.set_timeout(job_timeout);
   return made;
+}
+
+// What on_ranks runs on each rank, fn(comm) -> std::string (empty when right): a
+// reference to the caller's callable, which lives through the call. Not a
+// std::function, which compiles a manager (copy, destroy, type) beside each of a grid's
+// hundreds of cases; this compiles one small function each.
+template <class Comm>
+class rank_case {
+ public:
+  template <class Fn>
+    requires std::is_invocable_r_v<std::string, Fn&, Comm&>
+  rank_case(Fn&& fn) noexcept  // NOLINT: converts as std::function would
+      : fn_(const_cast<void*>(static_cast<const void*>(&fn))),
+        call_([](void* f, Comm& c) -> std::string { return (*static_cast<std::remove_reference_t<Fn>*>(f))(c); }) {}
+  std::string operator()(Comm& c) const { return call_(fn_, c); }
+
+ private:
+  void* fn_;
+  std::string (*call_)(void*, Comm&);
+};
+
+// INFO(text) with its text made first, for the grids' templates: one scope type for
+// every case, where INFO's lambda makes a type (and its code) per instantiation.
+struct said {
+  std::string text;
+  void operator()(std::ostream* s) const { *s << text; }
+};
+inline doctest::detail::ContextScope<said> case_info(std::string text) {
+  return doctest::detail::ContextScope<said>(said{std::move(text)});
 }
 
 // Runs fn(world) -> std::string (empty when right) on this rank and checks it.

@@ -8,7 +8,7 @@ namespace {
 template <class A, class T, class Op>
 void check_reduce_scatter(int p, const std::vector<std::size_t>& counts, bool uneven, bool in_place,
                           const std::vector<std::vector<T>>& given, const std::vector<T>& want) {
-  INFO(describe<A, T, Op>(p, counts[0], in_place), uneven ? " v-form" : "");
+  const auto info = case_info(describe<A, T, Op>(p, counts[0], in_place) + (uneven ? " v-form" : ""));
   const auto displ = coll::plan::displacements(counts);
   on_ranks(p, [&](comm& c) {
     const auto r = std::size_t(c.rank());

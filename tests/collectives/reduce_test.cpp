@@ -8,7 +8,7 @@ namespace {
 template <class A, class T, class Op>
 void check_reduce(int p, std::size_t n, int root, bool in_place, const std::vector<std::vector<T>>& given,
                   const std::vector<T>& want) {
-  INFO(describe<A, T, Op>(p, n, in_place), " root=", root);
+  const auto info = case_info(describe<A, T, Op>(p, n, in_place) + " root=" + std::to_string(root));
   on_ranks(p, [&](comm& c) {
     const auto& original = given[std::size_t(c.rank())];
     const bool is_root = c.rank() == root;

@@ -3,7 +3,6 @@
 // cuda/, found through the include path like the collective grids' ranks.hpp).
 #pragma once
 
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -27,6 +26,6 @@ inline comm& world() {
 }
 
 // Not a template, as the grids' (grid/ranks.hpp).
-inline void on_ranks(int p, const std::function<std::string(comm&)>& fn) { check_this_rank(world(), p, fn); }
+inline void on_ranks(int p, rank_case<comm> fn) { check_this_rank(world(), p, fn); }
 
 }  // namespace testing

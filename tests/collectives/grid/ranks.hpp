@@ -83,7 +83,7 @@ inline comm& world() {
 // Runs fn(comm) -> std::string (empty when right) on P ranks and checks every rank's answer.
 // Not a template: a grid instantiates its cases for every algorithm, type and op, and
 // the threads, the fault plan and the checks below are compiled once, not in each.
-inline void on_ranks(int p, const std::function<std::string(comm&)>& fn) {
+inline void on_ranks(int p, rank_case<comm> fn) {
   if (ranks_are_processes()) return check_this_rank(world(), p, fn);
   namespace coll = collectives;
   static std::atomic<std::uint64_t> groups{0};
