@@ -13,6 +13,6 @@ build=${BUILD_DIR:-build}
 # build folder was configured without it). The compiler and generator are those of
 # scripts/run-tests.sh, so that the tests' command, run next, keeps this folder.
 scripts/configure.sh "$build" -DCMAKE_BUILD_TYPE=Release \
-  -DCOLLECTIVES_BUILD_EXAMPLES=ON -DCOLLECTIVES_WITH_ASIO=ON
+  -DCOLLECTIVES_BUILD_EXAMPLES=ON -DCOLLECTIVES_PROGRAMS_FOR_TESTS=OFF -DCOLLECTIVES_WITH_ASIO=ON
 cmake --build "$build" -j "$(nproc)" --target 01_ring_all_reduce collectives-run
 "$build/tools/collectives-run" -n 4 "$build/examples/01_ring_all_reduce" "$@"

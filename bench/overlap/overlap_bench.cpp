@@ -88,6 +88,9 @@ int main(int argc, char** argv) {
     coll::all_reduce(comm, data, coll::sum{});
     check();
   });
+#if defined(COLLECTIVES_PROGRAMS_FOR_TESTS)
+  if (comm.rank() == 0) std::cout << "(built for the tests at -O1, COLLECTIVES_PROGRAMS_FOR_TESTS: not for figures)\n";
+#endif
   if (comm.rank() == 0)
     std::cout << comm.transport().name() << ", " << p << " ranks, " << bytes << " bytes: comm " << t_comm * 1e3
               << " ms, compute " << t_compute * 1e3 << " ms, compute then blocking all_reduce " << t_blocking * 1e3 << " ms\n";

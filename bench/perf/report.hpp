@@ -71,6 +71,9 @@ class reporter {
                 run_.ranks, run_.ranks == 1 ? "" : "s", run_.transport.c_str(), run_.algorithm.c_str(),
                 opts_.in_place ? "in-place" : "out-of-place");
     if (!run_.transport_detail.empty()) std::printf("#   %s\n", run_.transport_detail.c_str());
+#if defined(COLLECTIVES_PROGRAMS_FOR_TESTS)
+    std::printf("#   built for the tests at -O1 (COLLECTIVES_PROGRAMS_FOR_TESTS): not for figures\n");
+#endif
     std::printf("# minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d validation: %d\n",
                 opts_.min_bytes, opts_.max_bytes, opts_.step_factor > 1 ? opts_.step_factor : opts_.step_bytes,
                 opts_.step_factor > 1 ? "factor" : "bytes", opts_.warmup_iterations, opts_.iterations,

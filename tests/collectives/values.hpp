@@ -204,7 +204,8 @@ template <class T, class Op>
 inline constexpr bool runs_large_case = !is_builtin_op<Op> || std::is_same_v<Op, representative_op<T>>;
 
 // GRID_OPS=one_per_type: only the representative op of each element type. The process
-// runs set it (tests/CMakeLists.txt): a transport moves bytes and never sees the op,
+// runs and the runs over faulty<inproc> set it (tests/CMakeLists.txt): a transport
+// moves bytes and never sees the op,
 // and every op runs on the same combining code whichever transport carried its
 // operands, which the threads' runs check for each op.
 inline bool every_builtin_op_runs() {
