@@ -35,8 +35,8 @@ template <class Comm>
 class rank_case {
  public:
   template <class Fn>
-    requires std::is_invocable_r_v<std::string, Fn&, Comm&>
-  rank_case(Fn&& fn) noexcept  // NOLINT: converts as std::function would
+    requires(!std::is_same_v<std::remove_cvref_t<Fn>, rank_case> && std::is_invocable_r_v<std::string, Fn&, Comm&>)
+  rank_case(Fn&& fn) noexcept  // implicit, as std::function's: on_ranks(p, [&](comm& c) { ... })
       : fn_(const_cast<void*>(static_cast<const void*>(&fn))),
         call_([](void* f, Comm& c) -> std::string { return (*static_cast<std::remove_reference_t<Fn>*>(f))(c); }) {}
   std::string operator()(Comm& c) const { return call_(fn_, c); }
