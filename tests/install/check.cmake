@@ -200,8 +200,21 @@ execute_process(COMMAND ${CMAKE_COMMAND} -E env PKG_CONFIG_PATH=${prefix}/share/
                 OUTPUT_VARIABLE pc_flags OUTPUT_STRIP_TRAILING_WHITESPACE COMMAND_ERROR_IS_FATAL ANY)
 message(STATUS "pkg-config --cflags --libs ${pc_module}: ${pc_flags}")
 separate_arguments(pc_flags UNIX_COMMAND "${pc_flags}")
-run(${CXX} -std=c++20 ${SOURCE}/${pc_source} -o ${WORK_DIR}/pkg_config_consumer ${pc_flags})
-run(${prefix}/bin/collectives-run -n 2 --timeout 60 ${WORK_DIR}/pkg_config_consumer)
+if(MODE STREQUAL "deb")
+  # The .deb holds the same .pc files as the install tree, whose check compiles with
+  # them: here, that their include folder is the unpacked tree's.
+  list(FILTER pc_flags INCLUDE REGEX "^-I")
+  list(TRANSFORM pc_flags REPLACE "^-I" "")
+  list(GET pc_flags 0 pc_include)
+  file(REAL_PATH "${pc_include}" pc_include)
+  file(REAL_PATH "${prefix}/include" unpacked_include)
+  if(NOT pc_include STREQUAL unpacked_include OR NOT EXISTS ${pc_include}/collectives/collectives.hpp)
+    message(FATAL_ERROR "pkg-config's include folder is '${pc_flags}', not the unpacked ${prefix}/include")
+  endif()
+else()
+  run(${CXX} -std=c++20 ${SOURCE}/${pc_source} -o ${WORK_DIR}/pkg_config_consumer ${pc_flags})
+  run(${prefix}/bin/collectives-run -n 2 --timeout 60 ${WORK_DIR}/pkg_config_consumer)
+endif()
 
 # The installed perf program, as a job of one rank.
 if(HAS_TCP AND HAS_BENCH)
