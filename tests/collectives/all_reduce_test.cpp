@@ -126,7 +126,7 @@ void check_grid() {
     for (std::size_t n : element_counts(p, runs_large_case<T, Op>)) {
       const auto given = all_inputs<T, Op>(p, n);
       const auto want = reduced<T, Op>(given);
-      each_algorithm<coll::kind::all_reduce>([&]<class A>() {
+      each_algorithm_for<coll::kind::all_reduce, T, Op>([&]<class A>() {
         if constexpr (A::preserves_rank_order || coll::is_commutative_v<Op>)
           for (bool in_place : {false, true}) check_all_reduce<A, T, Op>(p, n, in_place, given, want);
       });

@@ -44,8 +44,8 @@ void check_grid() {
             for (bool in_place : {false, true})
               check_reduce_scatter<A, T, Op>(p, counts, uneven, in_place, given, want);
         };
-        if (uneven) each_algorithm<coll::kind::reduce_scatterv>(each);
-        else each_algorithm<coll::kind::reduce_scatter>(each);
+        if (uneven) each_algorithm_for<coll::kind::reduce_scatterv, T, Op>(each);
+        else each_algorithm_for<coll::kind::reduce_scatter, T, Op>(each);
       }
 }
 

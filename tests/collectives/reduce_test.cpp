@@ -32,7 +32,7 @@ void check_grid() {
       const auto given = all_inputs<T, Op>(p, n);
       const auto want = reduced<T, Op>(given);
       const int root = int(n % std::size_t(p));  // 0 and others across the grid
-      each_algorithm<coll::kind::reduce>([&]<class A>() {
+      each_algorithm_for<coll::kind::reduce, T, Op>([&]<class A>() {
         if constexpr (A::preserves_rank_order || coll::is_commutative_v<Op>)
           for (bool in_place : {false, true}) check_reduce<A, T, Op>(p, n, root, in_place, given, want);
       });

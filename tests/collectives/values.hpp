@@ -236,6 +236,19 @@ void each_builtin_op(F&& f) {
   }
 }
 
+// The algorithms a grid runs (T, Op) through: every one for the user's ops and for T's
+// representative op, automatic alone for the other built-in ops. An op reaches a call
+// only through its element work (its combining loop, the same whatever the algorithm);
+// an algorithm sees of it only whether it commutes and whether it finishes (avg),
+// which the representative ops cover.
+template <class Kind, class T, class Op, class F>
+void each_algorithm_for(F&& f) {
+  if constexpr (is_builtin_op<Op> && !std::is_same_v<Op, representative_op<T>>)
+    f.template operator()<coll::automatic>();
+  else
+    each_algorithm<Kind>(f);
+}
+
 inline std::string describe_point(std::string_view algorithm, const char* type, const char* op, int p, std::size_t n,
                                   bool in_place) {
   return std::string(algorithm) + " " + type + " " + op + " P=" + std::to_string(p) + " N=" + std::to_string(n) +
