@@ -1,8 +1,8 @@
 // This library's side of the perf programs on device buffers: a harness backend over
 // communicator<cuda_ipc> whose calls run on device_spans. The harness makes and checks
 // the data on the host as for the host backend; upload and download copy it to and
-// from this backend's device buffers outside the timed loop. Needs nvcc (the device
-// reductions are kernels).
+// from this backend's device buffers outside the timed loop. Plain C++: the device
+// reductions are made by nvcc in device_reductions.cu.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -15,34 +15,16 @@
 #include <utility>
 
 #include <collectives/collectives.hpp>
-#include <collectives/device/memory_ops.cuh>
+#include <collectives/device/memory_ops.hpp>  // the kernels: device_reductions.cu
 #include <collectives/transport/cuda_ipc.hpp>
 
+#include "absmax_on_device.hpp"
 #include "harness.hpp"
 #include "library_calls.hpp"
 
 namespace perf {
 
 using device_communicator = coll::communicator<coll::cuda_ipc>;
-
-// absmax (data.hpp) callable in kernels. data.hpp stays plain C++ for the Open MPI
-// twin, so the device copy lives here; the check compares its results with absmax's.
-struct absmax_on_device {
-  static constexpr bool commutative = true;
-  template <class T>
-  COLLECTIVES_HOST_DEVICE constexpr T operator()(const T& a, const T& b) const {
-    const T abs_a = magnitude(a), abs_b = magnitude(b);
-    if (abs_a != abs_b) return abs_a < abs_b ? b : a;
-    return a < b ? b : a;
-  }
-
- private:
-  template <class T>
-  COLLECTIVES_HOST_DEVICE static constexpr T magnitude(const T& x) {
-    if constexpr (std::is_unsigned_v<T>) return x;
-    else return x < T(0) ? static_cast<T>(-x) : x;
-  }
-};
 
 // Device memory that grows to the largest size asked of it, so a run allocates once
 // per new largest size, never inside the timed loop.
@@ -122,7 +104,7 @@ class device_backend : public backend_base<device_communicator> {
   std::size_t input_bytes_ = 0, output_bytes_ = 0;
 };
 
-// all_reduce, reduce and reduce_scatter: compiled apart (reductions_cuda.cu), since
+// all_reduce, reduce and reduce_scatter: compiled apart (reductions_cuda.cpp), since
 // the types x ops instantiations are most of the build.
 int run_reduction(device_backend& backend, const options& o);
 

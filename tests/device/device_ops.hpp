@@ -4,7 +4,7 @@
 
 #include <collectives/config.hpp>
 
-#include "../collectives/values.hpp"
+#include "../collectives/user_types.hpp"
 
 namespace testing {
 

@@ -2,7 +2,8 @@
 // device arrays on the caller's stream. Nothing goes through the host. Needs nvcc;
 // the op must be callable on the device (`__host__ __device__`, or
 // COLLECTIVES_HOST_DEVICE as the built-ins are) and trivially copyable (it travels
-// to the kernel by value).
+// to the kernel by value). combine and finalize are declared for other compilers in
+// reductions.hpp; COLLECTIVES_DEVICE_REDUCTIONS (config.hpp) makes them for code built there.
 #pragma once
 
 #include <cub/device/device_transform.cuh>
@@ -12,8 +13,10 @@
 #include <type_traits>
 
 #include "../concepts/reduce_op.hpp"
+#include "../config.hpp"
 #include "../memory_space.hpp"
 #include "cuda_check.hpp"
+#include "reductions.hpp"
 
 namespace collectives::device {
 
@@ -60,7 +63,6 @@ constexpr void check_device_op() {
 
 }  // namespace detail
 
-// dst[i] = op(dst[i], received[i]) (received_last) or op(received[i], dst[i]), i < n.
 template <class T, class Op>
 void combine(T* dst, const T* received, std::size_t n, const Op& op, operand_order order, cudaStream_t stream) {
   detail::check_device_op<Op, T>();
@@ -85,7 +87,6 @@ void reduce(T* dst, std::size_t n, const Op& op, cudaStream_t stream, Inputs... 
         "cub::DeviceTransform::Transform (reduce)");
 }
 
-// dst[i] = op.finalize(dst[i], nranks), for ops with a finishing step (avg).
 template <class T, class Op>
   requires has_finalize<Op, T>
 void finalize(T* dst, std::size_t n, const Op& op, int nranks, cudaStream_t stream) {
@@ -94,5 +95,20 @@ void finalize(T* dst, std::size_t n, const Op& op, int nranks, cudaStream_t stre
                                         detail::finalizer<T, Op>{op, nranks}, stream),
         "cub::DeviceTransform::Transform (finalize)");
 }
+
+namespace detail {
+
+// Makes the reductions of (T, Op) that a device call needs, for the program's other
+// files: taking their addresses instantiates them here.
+template <class T, class Op>
+struct reductions_of {
+  static constexpr auto combine_step = &device::combine<T, Op>;
+  static constexpr auto finalize_step = [] {
+    if constexpr (has_finalize<Op, T>) return &device::finalize<T, Op>;
+    else return nullptr;
+  }();
+};
+
+}  // namespace detail
 
 }  // namespace collectives::device

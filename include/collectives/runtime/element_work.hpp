@@ -15,13 +15,30 @@
 
 #include "../concepts/reduce_op.hpp"
 #include "../concepts/vocabulary.hpp"
+#include "../config.hpp"
 #include "../memory_space.hpp"
 #include "../ops/host_reduce.hpp"
 #include "workspace.hpp"
 
 namespace collectives {
 
+// Stands in for an op where a schedule combines nothing (broadcast, gather, ...). Its
+// element work only copies: no combining loop, and on the device no kernel.
+struct no_reduce {
+  static constexpr bool commutative = true;
+  template <class T>
+  COLLECTIVES_HOST_DEVICE T operator()(const T& a, const T&) const { return a; }
+};
+
 namespace detail {
+
+// A fused receive's sink that keeps the first operand, as no_reduce does: the
+// received bytes replace the target's when they come first.
+inline void keep_first(void* target, std::size_t offset, std::span<const std::byte> piece) {
+  const auto& t = *static_cast<const fused_target*>(target);
+  if (t.order == operand_order::received_first)
+    std::memcpy(static_cast<std::byte*>(t.dst) + offset, piece.data(), piece.size());
+}
 
 // Reduces a piece of a fused receive into its target, with the target's types restored.
 template <class T, class Op>
@@ -94,7 +111,11 @@ class typed_element_work final : public element_work {
     memory_.copy(typed(dst), typed(src), count);
   }
   void combine(std::byte* dst, const std::byte* received, std::size_t count, operand_order order) override {
-    memory_.combine(typed(dst), typed(received), count, op_, order);
+    if constexpr (only_moves) {
+      if (order == operand_order::received_first) copy(dst, received, count);
+    } else {
+      memory_.combine(typed(dst), typed(received), count, op_, order);
+    }
   }
   void finalize(std::byte* dst, std::size_t count, int nranks) override {
     if constexpr (has_finalize<Op, T>) memory_.finalize(typed(dst), count, op_, nranks);
@@ -109,10 +130,14 @@ class typed_element_work final : public element_work {
   void synchronize(deadline until) override {
     if constexpr (requires { memory_.synchronize(until); }) memory_.synchronize(until);
   }
-  chunk_sink::consume_function fused_reduce() const noexcept override { return &detail::reduce_into<T, Op>; }
+  chunk_sink::consume_function fused_reduce() const noexcept override {
+    if constexpr (only_moves) return &detail::keep_first;
+    else return &detail::reduce_into<T, Op>;
+  }
   void* op_address() noexcept override { return &op_; }
 
  private:
+  static constexpr bool only_moves = std::is_same_v<Op, no_reduce>;
   // Host scratch and staging come from the workspace; other memory spaces allocate
   // their own per call.
   static constexpr bool reuses_memory =
@@ -144,15 +169,8 @@ class moved_bytes_work final : public element_work {
     return count == 0 ? nullptr : reusable.get(count * element_size);
   }
   void synchronize(deadline) override {}
-  chunk_sink::consume_function fused_reduce() const noexcept override { return &keep_first; }
+  chunk_sink::consume_function fused_reduce() const noexcept override { return &detail::keep_first; }
   void* op_address() noexcept override { return nullptr; }
-
- private:
-  static void keep_first(void* target, std::size_t offset, std::span<const std::byte> piece) {
-    const auto& t = *static_cast<const fused_target*>(target);
-    if (t.order == operand_order::received_first)
-      std::memcpy(static_cast<std::byte*>(t.dst) + offset, piece.data(), piece.size());
-  }
 };
 
 }  // namespace collectives

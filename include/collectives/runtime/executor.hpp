@@ -26,13 +26,6 @@ struct call_buffers {
   T* output = nullptr;
 };
 
-// Stands in for an op where a schedule combines nothing (broadcast, gather, ...).
-struct no_reduce {
-  static constexpr bool commutative = true;
-  template <class T>
-  COLLECTIVES_HOST_DEVICE T operator()(const T& a, const T&) const { return a; }
-};
-
 // What a blocking call advances besides itself when nothing else is in flight.
 struct nothing_else {
   constexpr bool operator()() const noexcept { return false; }

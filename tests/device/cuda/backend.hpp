@@ -5,7 +5,7 @@
 #include <span>
 #include <vector>
 
-#include <collectives/device/memory_ops.cuh>
+#include <collectives/device/memory_ops.hpp>  // the kernels: reductions.cu
 #include <collectives/transport/cuda_ipc.hpp>
 
 namespace testing {

@@ -12,7 +12,8 @@
 #include <cstring>
 #include <vector>
 
-#include "../device_ops.hpp"  // and the grids' inputs and user types
+#include "../../collectives/values.hpp"  // the grids' inputs
+#include "../device_ops.hpp"
 #include "backend.hpp"
 
 using namespace testing;

@@ -1,6 +1,6 @@
 // The reducing collectives of collectives_perf_cuda, in a translation unit of their own
-// so that their instantiations (every type x op x algorithm, and their kernels)
-// compile beside the rest.
+// so that their instantiations (every type x op x algorithm; the kernels are
+// device_reductions.cu's) compile beside the rest.
 #include "ours_device.hpp"
 #include "program.hpp"
 

@@ -1,0 +1,26 @@
+// The device reductions' declarations, for code any C++ compiler builds (with the CUDA
+// headers): device/reduce.cuh defines them, so a .cu file instantiates them, and
+// the rest of a program calls them from .cpp files. `COLLECTIVES_DEVICE_REDUCTIONS(T,
+// Op)` (config.hpp), in a .cu file of the program, makes one pair's; a pair that no .cu
+// file makes is a link error naming it (docs/cuda.md).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+
+#include "../concepts/reduce_op.hpp"
+#include "../memory_space.hpp"
+
+namespace collectives::device {
+
+// dst[i] = op(dst[i], received[i]) (received_last) or op(received[i], dst[i]), i < n.
+template <class T, class Op>
+void combine(T* dst, const T* received, std::size_t n, const Op& op, operand_order order, cudaStream_t stream);
+
+// dst[i] = op.finalize(dst[i], nranks), for ops with a finishing step (avg).
+template <class T, class Op>
+  requires has_finalize<Op, T>
+void finalize(T* dst, std::size_t n, const Op& op, int nranks, cudaStream_t stream);
+
+}  // namespace collectives::device

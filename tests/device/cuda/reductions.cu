@@ -1,0 +1,26 @@
+// The device reductions the device tests call (collectives_test.hpp), made here by nvcc
+// so that the tests themselves compile with the C++ compiler.
+#include <collectives/device/reduce.cuh>
+#include <collectives/ops/builtin.hpp>
+
+#include "device_ops.hpp"
+
+namespace coll = collectives;
+
+COLLECTIVES_DEVICE_REDUCTIONS(std::int32_t, coll::sum);
+COLLECTIVES_DEVICE_REDUCTIONS(std::int32_t, coll::prod);
+COLLECTIVES_DEVICE_REDUCTIONS(std::int32_t, coll::min);
+COLLECTIVES_DEVICE_REDUCTIONS(std::int32_t, coll::max);
+COLLECTIVES_DEVICE_REDUCTIONS(std::int32_t, coll::avg);
+COLLECTIVES_DEVICE_REDUCTIONS(std::int32_t, coll::bit_and);
+COLLECTIVES_DEVICE_REDUCTIONS(std::int32_t, coll::bit_or);
+COLLECTIVES_DEVICE_REDUCTIONS(std::int32_t, coll::bit_xor);
+COLLECTIVES_DEVICE_REDUCTIONS(float, coll::sum);
+COLLECTIVES_DEVICE_REDUCTIONS(float, coll::prod);
+COLLECTIVES_DEVICE_REDUCTIONS(float, coll::min);
+COLLECTIVES_DEVICE_REDUCTIONS(float, coll::max);
+COLLECTIVES_DEVICE_REDUCTIONS(float, coll::avg);
+COLLECTIVES_DEVICE_REDUCTIONS(double, coll::sum);
+COLLECTIVES_DEVICE_REDUCTIONS(std::int64_t, coll::max);
+COLLECTIVES_DEVICE_REDUCTIONS(testing::scored, testing::device_arg_max);
+COLLECTIVES_DEVICE_REDUCTIONS(testing::mat2, testing::device_mat_mul);
