@@ -157,22 +157,42 @@ void log_algorithm(const Communicator& comm, const char* call, Kind k, const pla
   log::info("rank " + std::to_string(r.rank) + ": " + call + " of " + bytes_of_call(r) + " runs " + chosen + why);
 }
 
+// Runs a call of this rank to its end on this thread, advancing the calls in flight
+// meanwhile. Compiled per transport: the element type, op and memory space are `work`'s.
+template <transport Tr>
+void run_call(communicator<Tr>& comm, const schedule& plan, const call_context& ctx, const void* input, void* output,
+              element_work& work) {
+  executor_core<Tr>(plan, comm.transport(), input, output, work, comm.workspace()).run(ctx, [&] {
+    return comm.progress_in_flight();
+  });
+}
+
+// Hands a call to the communicator's calls in flight, which run it (first its prologue,
+// if any: the call check) while the caller goes on. Compiled per transport.
+template <transport Tr>
+void start_call(communicator<Tr>& comm, const schedule& plan, const call_context& ctx, const void* input, void* output,
+                owned_element_work work, std::unique_ptr<call_prologue> first) {
+  in_flight_calls& flight = comm.in_flight();
+  flight.launch(std::make_shared<started_call<Tr>>(plan, comm.transport(), input, output, std::move(work), ctx,
+                                                   flight.take_kept(), std::move(first)));
+}
+
 // Runs a plan of this rank to its end, advancing the calls in flight meanwhile; or,
 // when a non-blocking call is starting it (nonblocking.hpp), starts it and returns.
-// `first`: what a started call runs before its own messages (its call check).
+// `first`: what a started call runs before its own messages (its call check). What
+// is made here per (element type, op) is the element work; the rest is per transport.
 template <class Space, transport Tr, class T, class Op>
 void run_plan(communicator<Tr>& comm, const schedule& plan, const call_context& ctx, const T* input, T* output, Op& op,
               std::unique_ptr<call_prologue> first = nullptr) {
+  static_assert(check_moves_memory<Tr, Space>());
   auto turn = comm.exclusive();  // keeps a progress thread off the transport meanwhile
-  in_flight_calls& flight = comm.in_flight();
-  if (flight.starting()) {
-    flight.launch(std::make_shared<started_call<Tr, T, Op, Space>>(plan, comm.transport(), call_buffers<T, Space>{input, output},
-                                                                   op, ctx, flight.take_kept(), std::move(first)));
+  if (comm.in_flight().starting()) {
+    start_call(comm, plan, ctx, input, output,
+               owned_element_work::make<T, Op, Space>(memory_ops_of<Space>(comm.transport()), op), std::move(first));
     return;
   }
-  executor<Tr, T, Op, Space>(plan, comm.transport(), {input, output}, op, comm.workspace()).run(ctx, [&] {
-    return comm.progress_in_flight();
-  });
+  typed_element_work<T, Op, Space> work(memory_ops_of<Space>(comm.transport()), op);
+  run_call(comm, plan, ctx, input, output, work);
 }
 
 // What planning a call needs from its communicator, with the transport's type left

@@ -41,11 +41,18 @@ memory_ops<Space> memory_ops_of(Transport& transport) {
     return {};
 }
 
-template <transport Transport, class T, class Op, class Space = host_memory>
-class executor {
+// Buffers in Space need a transport that moves such memory.
+template <class Transport, class Space>
+constexpr bool check_moves_memory() {
   static_assert(moves_memory_of<Transport, Space>,
                 "collectives: this transport moves host memory only; device buffers need a transport that moves "
                 "device memory (cuda_ipc)");
+  return true;
+}
+
+template <transport Transport, class T, class Op, class Space = host_memory>
+class executor {
+  static_assert(check_moves_memory<Transport, Space>());
 
  public:
   using workspace = executor_workspace<typename Transport::request>;

@@ -98,18 +98,47 @@ class call_prologue {
   virtual void abandon() noexcept = 0;  // cancels its messages
 };
 
-// A call of element type T and op Op on buffers in Space, run by an executor over
-// `transport`, after its prologue if it has one. It owns a copy of its plan and of its
-// op: the caller's plan cache and arguments may be gone long before it ends. The
-// buffers stay the caller's.
-template <transport Transport, class T, class Op, class Space>
+// An element work that owns its op, as a started call keeps it: the caller's op may be
+// gone long before the call ends. Made per (element type, op, memory space); what
+// keeps it is not.
+class owned_element_work {
+ public:
+  template <class T, class Op, class Space>
+  static owned_element_work make(memory_ops<Space> memory, Op op) {
+    auto* kept = new op_and_work<T, Op, Space>(std::move(memory), std::move(op));
+    return owned_element_work(kept->work, {kept, [](void* p) noexcept { delete static_cast<op_and_work<T, Op, Space>*>(p); }});
+  }
+
+  element_work& get() const noexcept { return *work_; }
+
+ private:
+  template <class T, class Op, class Space>
+  struct op_and_work {
+    op_and_work(memory_ops<Space> memory, Op o) : op(std::move(o)), work(std::move(memory), op) {}
+    Op op;
+    typed_element_work<T, Op, Space> work;
+  };
+
+  owned_element_work(element_work& work, std::unique_ptr<void, void (*)(void*) noexcept> owner) noexcept
+      : work_(&work), owner_(std::move(owner)) {}
+
+  element_work* work_;
+  std::unique_ptr<void, void (*)(void*) noexcept> owner_;
+};
+
+// A call run by an executor's core over `transport`, after its prologue if it has one.
+// It owns a copy of its plan and its element work (with its op): the caller's plan
+// cache and arguments may be gone long before it ends. The buffers stay the caller's.
+// Compiled per transport: the element type, op and memory space are its work's.
+template <transport Transport>
 class started_call final : public in_flight_call {
  public:
-  started_call(schedule plan, Transport& transport, call_buffers<T, Space> buffers, Op op, const call_context& ctx,
-               std::vector<std::shared_ptr<const void>> keep, std::unique_ptr<call_prologue> first = nullptr)
-      : in_flight_call(ctx), transport_(transport), plan_(std::move(plan)), op_(std::move(op)), keep_(std::move(keep)),
-        first_(std::move(first)), executor_(plan_, transport, buffers, op_, room_) {
-    if (!first_) executor_.start();
+  started_call(schedule plan, Transport& transport, const void* input, void* output, owned_element_work work,
+               const call_context& ctx, std::vector<std::shared_ptr<const void>> keep,
+               std::unique_ptr<call_prologue> first = nullptr)
+      : in_flight_call(ctx), transport_(transport), plan_(std::move(plan)), work_(std::move(work)), keep_(std::move(keep)),
+        first_(std::move(first)), core_(plan_, transport, input, output, work_.get(), room_) {
+    if (!first_) core_.start();
   }
 
   bool look_for_messages() override { return transport_.wait_for_activity(now()); }
@@ -120,29 +149,29 @@ class started_call final : public in_flight_call {
     if (first_) {
       if (!first_->advance()) return false;
       first_.reset();
-      executor_.start();
+      core_.start();
     }
-    return executor_.advance(ctx_);
+    return core_.advance(ctx_);
   }
   std::size_t finished_operations() const noexcept override {
-    return first_ ? first_->finished() : executor_.finished();
+    return first_ ? first_->finished() : core_.finished();
   }
   void give_up_timed_out() override {
     if (first_) first_->fail_timed_out();
-    executor_.fail(error(errc::timeout, executor_.timeout_message(ctx_)));
+    core_.fail(error(errc::timeout, core_.timeout_message(ctx_)));
   }
   void cancel() noexcept override {
     if (first_) first_->abandon();
-    executor_.abandon();
+    core_.abandon();
   }
 
   Transport& transport_;
   schedule plan_;
-  Op op_;
+  owned_element_work work_;
   std::vector<std::shared_ptr<const void>> keep_;  // memory the call reads that the front end made (a copy of the input)
   std::unique_ptr<call_prologue> first_;
-  typename executor<Transport, T, Op, Space>::workspace room_;
-  executor<Transport, T, Op, Space> executor_;
+  executor_workspace<typename Transport::request> room_;
+  executor_core<Transport> core_;
 };
 
 // A communicator's calls in flight, in the order they started.
