@@ -2,8 +2,9 @@
 // device arrays on the caller's stream. Nothing goes through the host. Needs nvcc;
 // the op must be callable on the device (`__host__ __device__`, or
 // COLLECTIVES_HOST_DEVICE as the built-ins are) and trivially copyable (it travels
-// to the kernel by value). combine and finalize are declared for other compilers in
-// reductions.hpp; COLLECTIVES_DEVICE_REDUCTIONS (config.hpp) makes them for code built there.
+// to the kernel by value). combine, reduce and finalize are declared for other
+// compilers in reductions.hpp; COLLECTIVES_DEVICE_REDUCTIONS (config.hpp) makes the
+// combine and finalize a device call needs for code built there.
 #pragma once
 
 #include <cub/device/device_transform.cuh>
@@ -75,8 +76,6 @@ void combine(T* dst, const T* received, std::size_t n, const Op& op, operand_ord
   check(status, "cub::DeviceTransform::Transform (combine)");
 }
 
-// dst[i] = op(...op(inputs0[i], inputs1[i])..., inputsk[i]), i < n: one pass over any
-// number of inputs (dst may be one of them), the reduce step of a many-peer schedule.
 template <class T, class Op, class... Inputs>
   requires(sizeof...(Inputs) >= 1 && (std::is_convertible_v<Inputs, const T*> && ...))
 void reduce(T* dst, std::size_t n, const Op& op, cudaStream_t stream, Inputs... inputs) {

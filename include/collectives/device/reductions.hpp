@@ -8,6 +8,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <type_traits>
 
 #include "../concepts/reduce_op.hpp"
 #include "../memory_space.hpp"
@@ -17,6 +18,12 @@ namespace collectives::device {
 // dst[i] = op(dst[i], received[i]) (received_last) or op(received[i], dst[i]), i < n.
 template <class T, class Op>
 void combine(T* dst, const T* received, std::size_t n, const Op& op, operand_order order, cudaStream_t stream);
+
+// dst[i] = op(...op(inputs0[i], inputs1[i])..., inputsk[i]), i < n: one pass over any
+// number of inputs (dst may be one of them), the reduce step of a many-peer schedule.
+template <class T, class Op, class... Inputs>
+  requires(sizeof...(Inputs) >= 1 && (std::is_convertible_v<Inputs, const T*> && ...))
+void reduce(T* dst, std::size_t n, const Op& op, cudaStream_t stream, Inputs... inputs);
 
 // dst[i] = op.finalize(dst[i], nranks), for ops with a finishing step (avg).
 template <class T, class Op>

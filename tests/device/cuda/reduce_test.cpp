@@ -1,10 +1,12 @@
 // The device reductions (device/reduce.cuh) against a serial host computation: every
 // built-in op, a user op on a user type, a non-commutative one in both operand
 // orders, many inputs at once, and finalize. Label gpu: without a device it exits 77.
+// Built with the C++ compiler: the kernels come from reductions.cu, as the device
+// collectives test's do.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
-#include <collectives/device/reduce.cuh>
+#include <collectives/device/reductions.hpp>
 #include <collectives/ops/builtin.hpp>
 
 #include <cstdint>
