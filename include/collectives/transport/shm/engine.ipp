@@ -230,6 +230,9 @@ void engine::look_at_peer(op& o) {
   }
   if (shared(seg_.rank(o.peer).state).load(std::memory_order_acquire) == departed) {
     if (o.type != op_type::send) pull(o.peer);  // its last messages are still in the FIFO
+    // A peer that left after a failure it learned of left its word in the segment (the
+    // group's first failure, which another rank may have written): name that first.
+    learn_group_failure();
     match_.depart(o.peer, "rank " + std::to_string(o.peer) + " closed its communicator");
   }
 }
