@@ -45,7 +45,7 @@ std::vector<schedule> plan_all(const grid_point& g, std::size_t slice_bytes) {
       req.counts = g.sends_of[std::size_t(r)];
       req.recv_counts = g.receives_of[std::size_t(r)];
     }
-    out.push_back(A::plan(Kind{}, req));
+    out.push_back(coll::plan_of<A>(Kind{}, req));
   }
   return out;
 }
@@ -276,13 +276,15 @@ const std::vector<int> sizes{1, 2, 3, 4, 5, 6, 7, 8, 9};
 std::vector<std::size_t> counts_for(int p) { return {0, 1, 7, std::size_t(p - 1), std::size_t(p), 100}; }
 
 // direct's two all_reduce schedules, each whatever the size, to check and compare them
-// (the checks here need only a name and plan).
+// (the checks here need only what makes an algorithm, and plan).
 struct direct_one_round {
   static constexpr const char* name = "direct (one round)";
+  static constexpr bool preserves_rank_order = coll::direct::preserves_rank_order;
   static schedule plan(coll::kind::all_reduce, const coll::plan_request& r) { return coll::direct::all_reduce_in_one_round(r); }
 };
 struct direct_two_rounds {
   static constexpr const char* name = "direct (two rounds)";
+  static constexpr bool preserves_rank_order = coll::direct::preserves_rank_order;
   static schedule plan(coll::kind::all_reduce, const coll::plan_request& r) { return coll::direct::all_reduce_in_two_rounds(r); }
 };
 
@@ -330,6 +332,7 @@ enum class layout { blocks_of_2, blocks_of_3, alternating, one_host, alone };
 template <class Intra, class Inter, layout Layout, bool Pieces = false>
 struct hierarchical_on {
   static constexpr const char* name = "hierarchical";
+  static constexpr bool preserves_rank_order = coll::hierarchical<Intra, Inter>::preserves_rank_order;
   static schedule plan(coll::kind::all_reduce k, coll::plan_request r) {
     if (Pieces) r.element_size = std::size_t(1) << 20;
     std::vector<int> hosts;
@@ -915,6 +918,46 @@ TEST_CASE("automatic_of: a list of algorithm types, any of them user-written") {
   CHECK_THROWS_AS(only_ring::plan(coll::kind::all_reduce{}, ordered), coll::error);
 }
 
+// An algorithm that writes only a v-form implements its even form too: the even call is
+// planned as the v-form with every rank's count the same, and costed so.
+struct gathers_unevenly {
+  static constexpr const char* name = "gathers_unevenly";
+  static constexpr bool preserves_rank_order = true;
+  static coll::schedule plan(coll::kind::all_gatherv k, const coll::plan_request& r) { return coll::ring::plan(k, r); }
+  static double cost(coll::kind::all_gatherv, const coll::plan_request& r) { return double(r.counts.size()); }
+};
+
+TEST_CASE("an even collective is planned as its v-form") {
+  static_assert(coll::implements<gathers_unevenly, coll::kind::all_gather> &&
+                coll::estimates_cost<gathers_unevenly, coll::kind::all_gather> &&
+                !coll::implements<gathers_unevenly, coll::kind::gather> &&
+                !coll::implements<gathers_unevenly, coll::kind::reduce_scatter>);
+  static_assert(coll::implements<coll::direct, coll::kind::all_to_all> && !coll::implements<coll::ring, coll::kind::all_to_all>);
+  for (int p : {1, 2, 3, 5})
+    for (std::size_t n : {std::size_t{0}, std::size_t{7}}) {
+      const coll::plan_request even{.rank = p - 1, .size = p, .count = n, .element_size = 4};
+      const std::vector<std::size_t> counts(std::size_t(p), n);
+      coll::plan_request uneven = even;
+      uneven.counts = counts;
+      CHECK(coll::plan_of<gathers_unevenly>(coll::kind::all_gather{}, even).ops.size() ==
+            coll::ring::plan(coll::kind::all_gatherv{}, uneven).ops.size());
+      CHECK(coll::cost_of<gathers_unevenly>(coll::kind::all_gather{}, even) == double(p));
+      // all_to_all: the counts sent and received alike.
+      uneven.recv_counts = counts;
+      const auto lowered = coll::plan_of<coll::direct>(coll::kind::all_to_all{}, even);
+      const auto direct_v = coll::direct::plan(coll::kind::all_to_allv{}, uneven);
+      REQUIRE(lowered.ops.size() == direct_v.ops.size());
+      for (std::size_t i = 0; i < lowered.ops.size(); ++i) {
+        CHECK(lowered.ops[i].peer == direct_v.ops[i].peer);
+        CHECK(lowered.ops[i].dst.count == direct_v.ops[i].dst.count);
+        CHECK(lowered.ops[i].src.count == direct_v.ops[i].src.count);
+      }
+    }
+  // Through automatic_of, as a candidate of its even form.
+  using with_it = coll::automatic_of<gathers_unevenly>;
+  CHECK(std::string_view(with_it::chosen_name(coll::kind::all_gather{}, {.size = 3, .count = 4})) == gathers_unevenly::name);
+}
+
 // Names users' programs may still spell the old way: they compile (with a deprecation
 // warning, silenced here) and mean what their replacements mean.
 #pragma GCC diagnostic push
@@ -931,7 +974,7 @@ TEST_CASE("the deprecated names still compile and agree with their replacements"
       const coll::plan_request r = coll::cost::request_of(p, bytes, costs);
       CHECK(coll::cost::ring_all_reduce(p, bytes, costs) == coll::ring::cost(coll::kind::all_reduce{}, r));
       CHECK(coll::cost::tree_all_reduce(p, bytes, costs) == coll::double_binary_tree::cost(coll::kind::all_reduce{}, r));
-      CHECK(coll::cost::direct_sharded(p, bytes, costs) == coll::direct::cost(coll::kind::all_gather{}, r));
+      CHECK(coll::cost::direct_sharded(p, bytes, costs) == coll::cost_of<coll::direct>(coll::kind::all_gather{}, r));
       const auto chosen = coll::automatic::choose(coll::kind::all_reduce{}, r);
       CHECK(std::string_view(coll::to_string(chosen)) == coll::automatic::chosen_name(coll::kind::all_reduce{}, r));
     }

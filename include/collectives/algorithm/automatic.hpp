@@ -37,7 +37,7 @@ struct automatic_of {
     requires(implements<Algorithms, Kind> || ...)
   static schedule plan(Kind k, const plan_request& r) {
     schedule s;
-    visit_chosen(k, r, [&]<class A>() { s = A::plan(k, r); });
+    visit_chosen(k, r, [&]<class A>() { s = plan_of<A>(k, r); });
     return s;
   }
 
@@ -49,7 +49,7 @@ struct automatic_of {
     auto add = [&]<class A>() {
       if constexpr (estimates_cost<A, Kind>) {
         if (!A::preserves_rank_order && !r.commutative) return;
-        const double s = A::cost(k, r);
+        const double s = cost_of<A>(k, r);
         char figure[32];
         std::snprintf(figure, sizeof figure, s < 1e-3 ? " %.3g us" : s < 1 ? " %.3g ms" : " %.3g s",
                       s < 1e-3 ? s * 1e6 : s < 1 ? s * 1e3 : s);
@@ -86,7 +86,7 @@ struct automatic_of {
         if (A::preserves_rank_order || r.commutative) {
           if (first == none) first = i;
           if constexpr (estimates_cost<A, Kind>) {
-            const double s = A::cost(k, r);
+            const double s = cost_of<A>(k, r);
             if (cheapest == none || clearly_below(s, cheapest_s)) cheapest = i, cheapest_s = s;
           }
         }
@@ -181,13 +181,13 @@ inline double tree_rooted(int p, double bytes, const link_costs& c) {
 inline double direct_rooted(int p, double bytes, const link_costs& c) {
   return direct::cost(kind::broadcast{}, request_of(p, bytes, c));
 }
-[[deprecated("use ring::cost(kind::all_gather{}, request)")]]
+[[deprecated("use cost_of<ring>(kind::all_gather{}, request)")]]
 inline double ring_sharded(int p, double bytes, const link_costs& c) {
-  return ring::cost(kind::all_gather{}, request_of(p, bytes, c));
+  return cost_of<ring>(kind::all_gather{}, request_of(p, bytes, c));
 }
-[[deprecated("use direct::cost(kind::all_gather{}, request)")]]
+[[deprecated("use cost_of<direct>(kind::all_gather{}, request)")]]
 inline double direct_sharded(int p, double bytes, const link_costs& c) {
-  return direct::cost(kind::all_gather{}, request_of(p, bytes, c));
+  return cost_of<direct>(kind::all_gather{}, request_of(p, bytes, c));
 }
 }  // namespace cost
 

@@ -55,15 +55,12 @@ struct direct {
   // Two rounds: a reduce-scatter in which the owner of chunk c combines it, then an
   // all-gather of the finished chunks.
   COLLECTIVES_DECL static schedule all_reduce_in_two_rounds(const plan_request& req);
-  COLLECTIVES_DECL static schedule plan(kind::reduce_scatter, const plan_request& req);
+
+  // The v-forms; their even forms are these with every count alike (plan_of).
   COLLECTIVES_DECL static schedule plan(kind::reduce_scatterv, const plan_request& req);
-  COLLECTIVES_DECL static schedule plan(kind::all_gather, const plan_request& req);
   COLLECTIVES_DECL static schedule plan(kind::all_gatherv, const plan_request& req);
-  COLLECTIVES_DECL static schedule plan(kind::gather, const plan_request& req);
   COLLECTIVES_DECL static schedule plan(kind::gatherv, const plan_request& req);
-  COLLECTIVES_DECL static schedule plan(kind::scatter, const plan_request& req);
   COLLECTIVES_DECL static schedule plan(kind::scatterv, const plan_request& req);
-  COLLECTIVES_DECL static schedule plan(kind::all_to_all, const plan_request& req);
   COLLECTIVES_DECL static schedule plan(kind::all_to_allv, const plan_request& req);
 
   // Dissemination barrier: in round k every rank signals rank + 2^k and waits for
@@ -88,13 +85,11 @@ struct direct {
     return 2.0 * c.latency_s + 2.0 * (p - 1) * c.per_message_s + 2.0 * share * c.seconds_per_byte +
            share * c.reduce_seconds_per_byte;
   }
-  // broadcast, reduce: the root alone; all_gather, reduce_scatter: one round of P-1
-  // messages (v-forms: of the largest part).
+  // broadcast, reduce: the root alone; all_gatherv, reduce_scatterv: one round of P-1
+  // messages of the largest part.
   static double cost(kind::broadcast, const plan_request& r) { return one_round_cost(r, plan::bytes_of(r)); }
   static double cost(kind::reduce, const plan_request& r) { return one_round_cost(r, plan::bytes_of(r)); }
-  static double cost(kind::all_gather, const plan_request& r) { return one_round_cost(r, plan::largest_part_bytes(r)); }
   static double cost(kind::all_gatherv, const plan_request& r) { return one_round_cost(r, plan::largest_part_bytes(r)); }
-  static double cost(kind::reduce_scatter, const plan_request& r) { return one_round_cost(r, plan::largest_part_bytes(r)); }
   static double cost(kind::reduce_scatterv, const plan_request& r) { return one_round_cost(r, plan::largest_part_bytes(r)); }
 
  private:

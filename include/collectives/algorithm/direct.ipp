@@ -110,39 +110,18 @@ schedule direct::all_reduce_in_two_rounds(const plan_request& req) {
   return s;
 }
 
-schedule direct::plan(kind::reduce_scatter, const plan_request& req) {
-  return reduce_scatter(req, std::vector<std::size_t>(std::size_t(req.size), req.count));
-}
-
 schedule direct::plan(kind::reduce_scatterv, const plan_request& req) {
   return reduce_scatter(req, {req.counts.begin(), req.counts.end()});
-}
-
-schedule direct::plan(kind::all_gather, const plan_request& req) {
-  return all_gather(req, std::vector<std::size_t>(std::size_t(req.size), req.count));
 }
 
 schedule direct::plan(kind::all_gatherv, const plan_request& req) {
   return all_gather(req, {req.counts.begin(), req.counts.end()});
 }
 
-schedule direct::plan(kind::gather, const plan_request& req) {
-  return gather(req, std::vector<std::size_t>(std::size_t(req.size), req.count));
-}
-
 schedule direct::plan(kind::gatherv, const plan_request& req) { return gather(req, {req.counts.begin(), req.counts.end()}); }
-
-schedule direct::plan(kind::scatter, const plan_request& req) {
-  return scatter(req, std::vector<std::size_t>(std::size_t(req.size), req.count));
-}
 
 schedule direct::plan(kind::scatterv, const plan_request& req) {
   return scatter(req, {req.counts.begin(), req.counts.end()});
-}
-
-schedule direct::plan(kind::all_to_all, const plan_request& req) {
-  const std::vector<std::size_t> counts(std::size_t(req.size), req.count);
-  return all_to_all(req, counts, counts);
 }
 
 schedule direct::plan(kind::all_to_allv, const plan_request& req) {

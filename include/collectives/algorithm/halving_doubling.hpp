@@ -55,9 +55,8 @@ struct halving_doubling {
   };
 
   COLLECTIVES_DECL static schedule plan(kind::all_reduce, const plan_request& req);
-  COLLECTIVES_DECL static schedule plan(kind::reduce_scatter, const plan_request& req);
+  // reduce_scatter and all_gather: their v-forms with every count alike (plan_of).
   COLLECTIVES_DECL static schedule plan(kind::reduce_scatterv, const plan_request& req);
-  COLLECTIVES_DECL static schedule plan(kind::all_gather, const plan_request& req);
   COLLECTIVES_DECL static schedule plan(kind::all_gatherv, const plan_request& req);
 
   // Messages on the critical path of all_reduce: 2 log2(P') steps, 2 more to fold.
@@ -73,9 +72,7 @@ struct halving_doubling {
     const double bytes = plan::bytes_of(r), share = bytes * (f.ranks_in_steps - 1) / f.ranks_in_steps;
     return all_reduce_steps(r.size) * message_s(r) + (2 * share + (f.folded ? 2 * bytes : 0)) * r.costs.seconds_per_byte;
   }
-  static double cost(kind::reduce_scatter, const plan_request& r) { return one_phase_cost(r); }
   static double cost(kind::reduce_scatterv, const plan_request& r) { return one_phase_cost(r); }
-  static double cost(kind::all_gather, const plan_request& r) { return one_phase_cost(r); }
   static double cost(kind::all_gatherv, const plan_request& r) { return one_phase_cost(r); }
 
  private:

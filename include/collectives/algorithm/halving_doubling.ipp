@@ -28,16 +28,8 @@ schedule halving_doubling::plan(kind::all_reduce, const plan_request& req) {
   return std::move(b.s);
 }
 
-schedule halving_doubling::plan(kind::reduce_scatter, const plan_request& req) {
-  return reduce_scatter(req, std::vector<std::size_t>(std::size_t(req.size), req.count));
-}
-
 schedule halving_doubling::plan(kind::reduce_scatterv, const plan_request& req) {
   return reduce_scatter(req, {req.counts.begin(), req.counts.end()});
-}
-
-schedule halving_doubling::plan(kind::all_gather, const plan_request& req) {
-  return all_gather(req, std::vector<std::size_t>(std::size_t(req.size), req.count));
 }
 
 schedule halving_doubling::plan(kind::all_gatherv, const plan_request& req) {

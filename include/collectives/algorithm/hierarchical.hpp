@@ -138,7 +138,7 @@ struct hierarchical {
     const double crossing = Inter::cost(kind::all_reduce{}, part);
     part.size = int(ranks_here);
     part.costs = req.on_host_costs;
-    const double on_host = Intra::cost(kind::reduce_scatter{}, part) + Intra::cost(kind::all_gather{}, part);
+    const double on_host = cost_of<Intra>(kind::reduce_scatter{}, part) + cost_of<Intra>(kind::all_gather{}, part);
     return on_host + crossing + double(pieces - 1) * std::max(on_host, crossing);
   }
 

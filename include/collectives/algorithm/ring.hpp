@@ -18,9 +18,8 @@ struct ring {
   static constexpr bool preserves_rank_order = false;
 
   COLLECTIVES_DECL static schedule plan(kind::all_reduce, const plan_request& req);
-  COLLECTIVES_DECL static schedule plan(kind::reduce_scatter, const plan_request& req);
+  // reduce_scatter and all_gather: their v-forms with every count alike (plan_of).
   COLLECTIVES_DECL static schedule plan(kind::reduce_scatterv, const plan_request& req);
-  COLLECTIVES_DECL static schedule plan(kind::all_gather, const plan_request& req);
   COLLECTIVES_DECL static schedule plan(kind::all_gatherv, const plan_request& req);
 
   // A pipelined chain root -> root+1 -> ... -> root-1.
@@ -42,10 +41,8 @@ struct ring {
   // broadcast and reduce: a pipelined chain.
   static double cost(kind::broadcast, const plan_request& r) { return chain_cost(r); }
   static double cost(kind::reduce, const plan_request& r) { return chain_cost(r); }
-  // all_gather and reduce_scatter: P-1 steps of one part each (v-forms: the largest part).
-  static double cost(kind::all_gather, const plan_request& r) { return steps_cost(r); }
+  // all_gatherv and reduce_scatterv: P-1 steps of one part each (the largest part).
   static double cost(kind::all_gatherv, const plan_request& r) { return steps_cost(r); }
-  static double cost(kind::reduce_scatter, const plan_request& r) { return steps_cost(r); }
   static double cost(kind::reduce_scatterv, const plan_request& r) { return steps_cost(r); }
 
  private:

@@ -21,18 +21,8 @@ schedule ring::plan(kind::all_reduce, const plan_request& req) {
   return s;
 }
 
-schedule ring::plan(kind::reduce_scatter, const plan_request& req) {
-  std::vector<std::size_t> counts(static_cast<std::size_t>(req.size), req.count);
-  return reduce_scatter_to_output(req, counts);
-}
-
 schedule ring::plan(kind::reduce_scatterv, const plan_request& req) {
   return reduce_scatter_to_output(req, {req.counts.begin(), req.counts.end()});
-}
-
-schedule ring::plan(kind::all_gather, const plan_request& req) {
-  std::vector<std::size_t> counts(static_cast<std::size_t>(req.size), req.count);
-  return all_gather_from_input(req, counts);
 }
 
 schedule ring::plan(kind::all_gatherv, const plan_request& req) {

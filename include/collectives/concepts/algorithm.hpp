@@ -4,6 +4,8 @@
 #pragma once
 
 #include <concepts>
+#include <cstddef>
+#include <vector>
 
 #include "schedule.hpp"
 
@@ -35,10 +37,32 @@ concept algorithm = requires {
   { A::preserves_rank_order } -> std::convertible_to<bool>;
 };
 
+// The v-form of an even collective (gather: gatherv, ...), or the collective itself.
+template <class Kind>
+struct uneven_form {
+  using type = Kind;
+};
+template <> struct uneven_form<kind::gather> { using type = kind::gatherv; };
+template <> struct uneven_form<kind::scatter> { using type = kind::scatterv; };
+template <> struct uneven_form<kind::all_gather> { using type = kind::all_gatherv; };
+template <> struct uneven_form<kind::reduce_scatter> { using type = kind::reduce_scatterv; };
+template <> struct uneven_form<kind::all_to_all> { using type = kind::all_to_allv; };
+template <class Kind>
+using uneven_form_t = typename uneven_form<Kind>::type;
+template <class Kind>
+inline constexpr bool is_even_form = !std::same_as<uneven_form_t<Kind>, Kind>;
+
+// A's own plan for Kind.
 template <class A, class Kind>
-concept implements = algorithm<A> && requires(const plan_request& r) {
+concept plans_itself = algorithm<A> && requires(const plan_request& r) {
   { A::plan(Kind{}, r) } -> std::same_as<schedule>;
 };
+
+// An algorithm implements a collective by planning it, or an even collective by
+// planning its v-form: an even call is then planned as the v-form with every rank's
+// count the same (plan_of), so an algorithm writes one plan per collective.
+template <class A, class Kind>
+concept implements = plans_itself<A, Kind> || (is_even_form<Kind> && plans_itself<A, uneven_form_t<Kind>>);
 
 // A list of algorithm types (automatic_of's candidates, for one).
 template <class... Algorithms>
@@ -48,9 +72,46 @@ struct algorithm_list {};
 // `static double cost(<kind>, const plan_request&)`, which makes it a candidate of
 // automatic_of for that collective.
 template <class A, class Kind>
-concept estimates_cost = implements<A, Kind> && requires(const plan_request& r) {
+concept costs_itself = requires(const plan_request& r) {
   { A::cost(Kind{}, r) } -> std::same_as<double>;
 };
+template <class A, class Kind>
+concept estimates_cost = implements<A, Kind> && (plans_itself<A, Kind> ? costs_itself<A, Kind>
+                                                                        : costs_itself<A, uneven_form_t<Kind>>);
+
+// The request of an even call as its v-form's: every rank's count is the request's
+// count (all_to_allv: sent and received).
+class even_counts {
+ public:
+  template <class Kind>
+  even_counts(Kind, const plan_request& even) : counts_(static_cast<std::size_t>(even.size), even.count), request_(even) {
+    request_.counts = counts_;
+    if constexpr (std::same_as<Kind, kind::all_to_all>) request_.recv_counts = counts_;
+  }
+  even_counts(const even_counts&) = delete;  // request_ points into counts_
+  even_counts& operator=(const even_counts&) = delete;
+  const plan_request& request() const noexcept { return request_; }
+
+ private:
+  std::vector<std::size_t> counts_;
+  plan_request request_;
+};
+
+// A's schedule for a call of Kind: its own plan, or its v-form's for an even call.
+template <class A, class Kind>
+  requires implements<A, Kind>
+schedule plan_of(Kind k, const plan_request& r) {
+  if constexpr (plans_itself<A, Kind>) return A::plan(k, r);
+  else return A::plan(uneven_form_t<Kind>{}, even_counts(k, r).request());
+}
+
+// A's estimate of a call of Kind, the same way.
+template <class A, class Kind>
+  requires estimates_cost<A, Kind>
+double cost_of(Kind k, const plan_request& r) {
+  if constexpr (plans_itself<A, Kind>) return A::cost(k, r);
+  else return A::cost(uneven_form_t<Kind>{}, even_counts(k, r).request());
+}
 
 // Optional: the algorithm plans Kind by which host each rank is on, which the call
 // then learns and passes as plan_request::hosts: `static constexpr bool needs_hosts`

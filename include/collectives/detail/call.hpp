@@ -294,8 +294,8 @@ const schedule& plan_call(const call_services& comm, const char* call, Kind kind
     }
   }
   log_algorithm<Algorithm>(comm, call, kind, req);
-  if (!plan_cache::keeps(req)) return uncached = Algorithm::plan(kind, req);
-  return comm.plans.find_or_make(plan_cache::key_of<Algorithm, Kind>(req), [&] { return Algorithm::plan(kind, req); });
+  if (!plan_cache::keeps(req)) return uncached = plan_of<Algorithm>(kind, req);
+  return comm.plans.find_or_make(plan_cache::key_of<Algorithm, Kind>(req), [&] { return plan_of<Algorithm>(kind, req); });
 }
 
 #if defined(COLLECTIVES_SEPARATE_COMPILATION)

@@ -67,7 +67,7 @@ class call_check_exchange {
  public:
   call_check_exchange(communicator<Tr>& comm, const char* call, const call_signature& mine)
       : comm_(comm), mine_(mine), all_(std::size_t(comm.size())),
-        plan_(direct::plan(kind::all_gather{}, {.rank = comm.rank(), .size = comm.size(), .count = 1})),
+        plan_(plan_of<direct>(kind::all_gather{}, {.rank = comm.rank(), .size = comm.size(), .count = 1})),
         ctx_(call_context::starting_at(comm.now(), call, comm.next_call(), comm.timeout())),
         core_(plan_, comm.transport(), &mine_, all_.data(), work_, room_) {}
 

@@ -33,7 +33,7 @@ std::span<const int> hosts_of(communicator<Tr>& comm, const char* call) {
   if (known.empty()) {
     const std::uint64_t mine = bootstrap::host_fingerprint();
     std::vector<std::uint64_t> all(static_cast<std::size_t>(comm.size()));
-    const schedule plan = direct::plan(kind::all_gather{}, {.rank = comm.rank(), .size = comm.size(), .count = 1});
+    const schedule plan = plan_of<direct>(kind::all_gather{}, {.rank = comm.rank(), .size = comm.size(), .count = 1});
     exchange(comm, plan, &mine, all.data(), sizeof mine,
              call_context::starting_at(comm.now(), call, comm.next_call(), comm.timeout()));
     known = bootstrap::number_hosts(std::span<const std::uint64_t>(all));
