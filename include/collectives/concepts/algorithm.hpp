@@ -68,13 +68,15 @@ concept implements = plans_itself<A, Kind> || (is_even_form<Kind> && plans_itsel
 template <class... Algorithms>
 struct algorithm_list {};
 
-// Optional: the algorithm estimates a call's seconds from the request's link costs,
-// `static double cost(<kind>, const plan_request&)`, which makes it a candidate of
-// automatic_of for that collective.
+// A's own estimate for Kind.
 template <class A, class Kind>
 concept costs_itself = requires(const plan_request& r) {
   { A::cost(Kind{}, r) } -> std::same_as<double>;
 };
+
+// Optional: the algorithm estimates a call's seconds from the request's link costs,
+// `static double cost(<kind>, const plan_request&)` (for an even collective it plans as
+// its v-form, the v-form's), which makes it a candidate of automatic_of for that collective.
 template <class A, class Kind>
 concept estimates_cost = implements<A, Kind> && (plans_itself<A, Kind> ? costs_itself<A, Kind>
                                                                         : costs_itself<A, uneven_form_t<Kind>>);
