@@ -27,7 +27,7 @@ void run_message(communicator<Tr>& comm, const char* call, const operation& mess
   schedule plan;
   plan.add(message);
   no_reduce op;
-  run_plan<Space>(comm, plan, call_context::starting_at(comm.now(), call, reserved_call::point_to_point, comm.timeout()), input, output, op);
+  run_plan<Space>(comm, std::make_shared<const compact_plan>(plan, comm.rank(), comm.size()), call_context::starting_at(comm.now(), call, reserved_call::point_to_point, comm.timeout()), input, output, op);
 }
 
 }  // namespace detail

@@ -15,6 +15,7 @@
 #include <collectives/algorithm/automatic.hpp>
 #include <collectives/algorithm/halving_doubling.hpp>
 #include <collectives/algorithm/hierarchical.hpp>
+#include <collectives/runtime/compact_plan.hpp>
 #include <collectives/runtime/plan_cache.hpp>
 #include <doctest/doctest.h>
 
@@ -623,13 +624,90 @@ TEST_CASE("successor lists: each op's dependents in op order, made once by the p
     CHECK_FALSE(s.indexed());
   }
   coll::plan_cache cache;
-  const coll::plan_request r{.rank = 0, .size = 4, .count = 100, .element_size = 4};
+  const coll::plan_request r{.rank = 1, .size = 4, .count = 100, .element_size = 4};
   int made = 0;
   const auto make = [&] { return ++made, coll::ring::plan(coll::kind::all_reduce{}, r); };
   const auto key = coll::plan_cache::key_of<coll::ring, coll::kind::all_reduce>(r);
-  CHECK(cache.find_or_make(key, make).indexed());
-  CHECK(cache.find_or_make(key, make).indexed());
+  const coll::compact_plan* first = cache.find_or_make(key, 1, 4, {}, make).get();
+  CHECK(cache.find_or_make(key, 1, 4, {}, make).get() == first);
   CHECK(made == 1);
+  auto s = make();
+  s.index_successors();
+  REQUIRE(first->size() == s.ops.size());
+  REQUIRE(first->edges() == s.successors.size());
+  CHECK(std::equal(s.successors.begin(), s.successors.end(), first->successors()));
+  CHECK(std::equal(s.successor_begin.begin(), s.successor_begin.end(), first->successor_begin()));
+}
+
+// What compact_plan gives back for op i on `rank` is the schedule's op, field for field
+// (its dependencies are the successor lists, checked above).
+std::string reads_back(const schedule& s, const coll::compact_plan& c, int rank) {
+  if (c.size() != s.ops.size()) return "size " + std::to_string(c.size());
+  if (c.scratch_count() != s.scratch_count || c.staging_count() != s.staging_count) return "scratch or staging";
+  const auto same = [](region x, region y) { return x.buffer == y.buffer && x.offset == y.offset && x.count == y.count; };
+  for (coll::op_id i = 0; i < s.ops.size(); ++i) {
+    const coll::operation& o = s.ops[i];
+    const coll::operation got = c.op(i, rank);
+    const bool message = o.kind == op_kind::send || o.kind == op_kind::recv || o.kind == op_kind::recv_reduce;
+    if (got.kind != o.kind || got.tag != o.tag || got.order != o.order || (message && got.peer != o.peer) ||
+        !same(got.dst, o.dst) || !same(got.src, o.src))
+      return "op " + std::to_string(i);
+  }
+  return "";
+}
+
+TEST_CASE("compact plans: every rank's plan reads back exactly; a plan that turns with the rank is one for all ranks") {
+  auto each = [&]<class A>(std::string name) {
+    for (int p : {1, 2, 3, 5, 8})
+      for (std::size_t n : {std::size_t(0), std::size_t(7), std::size_t(8 * 5 * 3), std::size_t(1001)})
+        for (std::size_t slice : {std::size_t(12), std::size_t(512 * 1024)}) {
+          INFO(name, ", P=", p, ", n=", n, ", slice bytes ", slice);
+          const auto check = [&]<class Kind>(std::string kind_name, int root, coll::blocks_per_rank turned, bool turns) {
+            INFO(kind_name, ", root ", root);
+            const auto plans = plan_all<A, Kind>({p, n, root}, slice);
+            std::vector<coll::compact_plan> compact;
+            for (int r = 0; r < p; ++r) {
+              compact.emplace_back(plans[std::size_t(r)], r, p, turned, true);
+              CHECK_MESSAGE(reads_back(plans[std::size_t(r)], compact.back(), r) == "", "rank ", r);
+              // Merging equal regions is only a saving: without it, the same plan.
+              CHECK_MESSAGE(reads_back(plans[std::size_t(r)], coll::compact_plan(plans[std::size_t(r)], r, p, turned), r) == "",
+                            "rank ", r, ", regions not merged");
+            }
+            const bool even = n % std::size_t(p) == 0;
+            if (turns && even)
+              for (int r = 1; r < p; ++r) CHECK_MESSAGE(compact[std::size_t(r)] == compact[0], "rank ", r);
+          };
+          if constexpr (coll::implements<A, coll::kind::all_reduce>)
+            check.template operator()<coll::kind::all_reduce>("all_reduce", 0, {true, true}, std::is_same_v<A, coll::ring>);
+          if constexpr (coll::implements<A, coll::kind::reduce_scatter>)
+            check.template operator()<coll::kind::reduce_scatter>("reduce_scatter", 0, {true, false}, std::is_same_v<A, coll::ring>);
+          if constexpr (coll::implements<A, coll::kind::all_gather>)
+            check.template operator()<coll::kind::all_gather>("all_gather", 0, {false, true}, std::is_same_v<A, coll::ring>);
+          if constexpr (coll::implements<A, coll::kind::broadcast>)
+            for (int root = 0; root < p; ++root) check.template operator()<coll::kind::broadcast>("broadcast", root, {}, false);
+          if constexpr (coll::implements<A, coll::kind::reduce>)
+            for (int root = 0; root < p; ++root) check.template operator()<coll::kind::reduce>("reduce", root, {}, false);
+          if constexpr (coll::implements<A, coll::kind::all_to_all>)
+            check.template operator()<coll::kind::all_to_all>("all_to_all", 0, {true, true}, std::is_same_v<A, coll::direct>);
+        }
+  };
+  each.template operator()<coll::ring>("ring");
+  each.template operator()<coll::double_binary_tree>("double_binary_tree");
+  each.template operator()<coll::direct>("direct");
+  each.template operator()<coll::halving_doubling>("halving_doubling");
+
+  // The process keeps one copy of equal plans, and another for a plan that differs.
+  const auto ring_of = [](int r, std::size_t n) {
+    return coll::compact_plan(coll::ring::plan(coll::kind::all_reduce{}, {.rank = r, .size = 6, .count = n, .element_size = 4}),
+                              r, 6, {true, true}, true);
+  };
+  const auto a = coll::shared_plan(ring_of(0, 60)), b = coll::shared_plan(ring_of(4, 60));
+  const auto c = coll::shared_plan(ring_of(4, 61));
+  CHECK(a == b);
+  CHECK(a != c);
+  CHECK(*a == ring_of(5, 60));
+  CHECK_FALSE(*c == ring_of(5, 61));  // 61 elements do not split evenly: rank 5's chunk is shorter
+  CHECK(a->bytes() < 6 * 2 * 5 * sizeof(coll::operation));  // smaller than one rank's schedule
 }
 
 TEST_CASE("ring all_reduce takes 2(P-1) steps") {

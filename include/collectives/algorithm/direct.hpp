@@ -193,7 +193,8 @@ struct direct {
     const auto send_displ = plan::displacements(sent), recv_displ = plan::displacements(received);
     const int r = req.rank;
     schedule s;
-    for (int q = 0; q < req.size; ++q) {
+    for (int k = 0; k < req.size; ++k) {  // from the rank itself on: rank r's plan is rank 0's turned by r,
+      const int q = (r + k) % req.size;   // and no rank is every rank's first peer
       const region part{buffer_id::input, send_displ[std::size_t(q)], sent[std::size_t(q)]};
       const region slot{buffer_id::output, recv_displ[std::size_t(q)], received[std::size_t(q)]};
       if (q == r) {

@@ -75,8 +75,10 @@ struct ring {
     const std::size_t slice = plan::slice_elements(req), stride = max_slices(counts, slice);
     reduce_scatter_result out;
     std::vector<op_id> init(static_cast<std::size_t>(p), no_dependency);
-    for (int c = 0; c < p; ++c)
+    for (int k = 0; k < p; ++k) {  // from the own chunk on, so that every rank's plan is rank 0's turned
+      const int c = (r + k) % p;
       if (c != plan::mod(r - 1, p) || p == 1) init[std::size_t(c)] = s.copy(acc(c), initial(c));
+    }
 
     std::vector<op_id> received;  // per slice: the chunk received at the previous step
     for (int step = 0; step < p - 1; ++step) {

@@ -92,7 +92,8 @@ schedule ring::reduce_scatter_to_output(const plan_request& req, const std::vect
   schedule s;
   // Chunks other than the own one are accumulated in scratch, the own one in output.
   std::vector<region> acc(counts.size());
-  for (std::size_t c = 0; c < counts.size(); ++c) {
+  for (std::size_t k = 0; k < counts.size(); ++k) {  // from the own chunk on, as reduce_scatter_steps
+    const std::size_t c = (std::size_t(r) + k) % counts.size();
     if (int(c) == r) acc[c] = {buffer_id::output, 0, counts[c]};
     else if (int(c) != plan::mod(r - 1, req.size)) acc[c] = s.reserve_scratch(counts[c]);  // r-1 is sent, never accumulated
   }

@@ -160,7 +160,7 @@ void log_algorithm(const Communicator& comm, const char* call, Kind k, const pla
 // Runs a call of this rank to its end on this thread, advancing the calls in flight
 // meanwhile. Compiled per transport: the element type, op and memory space are `work`'s.
 template <transport Tr>
-void run_call(communicator<Tr>& comm, const schedule& plan, const call_context& ctx, const void* input, void* output,
+void run_call(communicator<Tr>& comm, const compact_plan& plan, const call_context& ctx, const void* input, void* output,
               element_work& work) {
   executor_core<Tr>(plan, comm.transport(), input, output, work, comm.workspace()).run(ctx, [&] {
     return comm.progress_in_flight();
@@ -170,10 +170,10 @@ void run_call(communicator<Tr>& comm, const schedule& plan, const call_context& 
 // Hands a call to the communicator's calls in flight, which run it (first its prologue,
 // if any: the call check) while the caller goes on. Compiled per transport.
 template <transport Tr>
-void start_call(communicator<Tr>& comm, const schedule& plan, const call_context& ctx, const void* input, void* output,
+void start_call(communicator<Tr>& comm, std::shared_ptr<const compact_plan> plan, const call_context& ctx, const void* input, void* output,
                 owned_element_work work, std::unique_ptr<call_prologue> first) {
   in_flight_calls& flight = comm.in_flight();
-  flight.launch(std::make_shared<started_call<Tr>>(plan, comm.transport(), input, output, std::move(work), ctx,
+  flight.launch(std::make_shared<started_call<Tr>>(std::move(plan), comm.transport(), input, output, std::move(work), ctx,
                                                    flight.take_kept(), std::move(first)));
 }
 
@@ -182,7 +182,8 @@ void start_call(communicator<Tr>& comm, const schedule& plan, const call_context
 // `first`: what a started call runs before its own messages (its call check). What
 // is made here per (element type, op) is the element work; the rest is per transport.
 template <class Space, transport Tr, class T, class Op>
-void run_plan(communicator<Tr>& comm, const schedule& plan, const call_context& ctx, const T* input, T* output, Op& op,
+void run_plan(communicator<Tr>& comm, const std::shared_ptr<const compact_plan>& plan, const call_context& ctx,
+              const T* input, T* output, Op& op,
               std::unique_ptr<call_prologue> first = nullptr) {
   static_assert(check_moves_memory<Tr, Space>());
   auto turn = comm.exclusive();  // keeps a progress thread off the transport meanwhile
@@ -192,7 +193,7 @@ void run_plan(communicator<Tr>& comm, const schedule& plan, const call_context& 
     return;
   }
   typed_element_work<T, Op, Space> work(memory_ops_of<Space>(comm.transport()), op);
-  run_call(comm, plan, ctx, input, output, work);
+  run_call(comm, *plan, ctx, input, output, work);
 }
 
 // What planning a call needs from its communicator, with the transport's type left
@@ -267,14 +268,28 @@ call_services services_of(communicator<tcp>& comm);
 call_services services_of(communicator<automatic_transport>& comm);
 #endif
 
+// The buffers each collective splits into one block per rank (compact_plan.hpp).
+template <class Kind>
+inline constexpr blocks_per_rank blocks_by_rank_in{};
+template <>
+inline constexpr blocks_per_rank blocks_by_rank_in<kind::all_reduce>{.input = true, .output = true};
+template <>
+inline constexpr blocks_per_rank blocks_by_rank_in<kind::reduce_scatter>{.input = true};
+template <>
+inline constexpr blocks_per_rank blocks_by_rank_in<kind::all_gather>{.output = true};
+template <>
+inline constexpr blocks_per_rank blocks_by_rank_in<kind::all_to_all>{.input = true, .output = true};
+
 // The plan of one call of this rank: the call check, the hosts and link figures the
 // algorithm plans by, and the plan cache. The element type and op enter only through
 // `req` and `op_fingerprint`, and the transport only through `comm`. A plan the cache
 // does not keep goes to `uncached`. With `check_later`, a call that starts without
 // waiting gets its call check there, to run as its first stage, instead of now.
 template <class Algorithm, class Kind>
-const schedule& plan_call(const call_services& comm, const char* call, Kind kind, plan_request& req,
-                          std::uint64_t op_fingerprint, schedule& uncached, std::unique_ptr<call_prologue>* check_later) {
+const std::shared_ptr<const compact_plan>& plan_call(const call_services& comm, const char* call, Kind kind,
+                                                    plan_request& req, std::uint64_t op_fingerprint,
+                                                    std::shared_ptr<const compact_plan>& uncached,
+                                                    std::unique_ptr<call_prologue>* check_later) {
   req.rank = comm.rank;
   req.size = comm.size;
   req.costs = req.on_host_costs = comm.costs;
@@ -294,27 +309,29 @@ const schedule& plan_call(const call_services& comm, const char* call, Kind kind
     }
   }
   log_algorithm<Algorithm>(comm, call, kind, req);
-  if (!plan_cache::keeps(req)) return uncached = plan_of<Algorithm>(kind, req);
-  return comm.plans.find_or_make(plan_cache::key_of<Algorithm, Kind>(req), [&] { return plan_of<Algorithm>(kind, req); });
+  if (!plan_cache::keeps(req))
+    return uncached = std::make_shared<const compact_plan>(plan_of<Algorithm>(kind, req), req.rank, req.size);
+  return comm.plans.find_or_make(plan_cache::key_of<Algorithm, Kind>(req), req.rank, req.size, blocks_by_rank_in<Kind>,
+                                 [&] { return plan_of<Algorithm>(kind, req); });
 }
 
 #if defined(COLLECTIVES_SEPARATE_COMPILATION)
 // The default algorithm's plans, for every collective, are compiled in the library
 // (impl/src.hpp).
-extern template const schedule& plan_call<automatic>(const call_services&, const char*, kind::broadcast, plan_request&, std::uint64_t, schedule&, std::unique_ptr<call_prologue>*);
-extern template const schedule& plan_call<automatic>(const call_services&, const char*, kind::reduce, plan_request&, std::uint64_t, schedule&, std::unique_ptr<call_prologue>*);
-extern template const schedule& plan_call<automatic>(const call_services&, const char*, kind::all_reduce, plan_request&, std::uint64_t, schedule&, std::unique_ptr<call_prologue>*);
-extern template const schedule& plan_call<automatic>(const call_services&, const char*, kind::gather, plan_request&, std::uint64_t, schedule&, std::unique_ptr<call_prologue>*);
-extern template const schedule& plan_call<automatic>(const call_services&, const char*, kind::gatherv, plan_request&, std::uint64_t, schedule&, std::unique_ptr<call_prologue>*);
-extern template const schedule& plan_call<automatic>(const call_services&, const char*, kind::scatter, plan_request&, std::uint64_t, schedule&, std::unique_ptr<call_prologue>*);
-extern template const schedule& plan_call<automatic>(const call_services&, const char*, kind::scatterv, plan_request&, std::uint64_t, schedule&, std::unique_ptr<call_prologue>*);
-extern template const schedule& plan_call<automatic>(const call_services&, const char*, kind::all_gather, plan_request&, std::uint64_t, schedule&, std::unique_ptr<call_prologue>*);
-extern template const schedule& plan_call<automatic>(const call_services&, const char*, kind::all_gatherv, plan_request&, std::uint64_t, schedule&, std::unique_ptr<call_prologue>*);
-extern template const schedule& plan_call<automatic>(const call_services&, const char*, kind::reduce_scatter, plan_request&, std::uint64_t, schedule&, std::unique_ptr<call_prologue>*);
-extern template const schedule& plan_call<automatic>(const call_services&, const char*, kind::reduce_scatterv, plan_request&, std::uint64_t, schedule&, std::unique_ptr<call_prologue>*);
-extern template const schedule& plan_call<automatic>(const call_services&, const char*, kind::all_to_all, plan_request&, std::uint64_t, schedule&, std::unique_ptr<call_prologue>*);
-extern template const schedule& plan_call<automatic>(const call_services&, const char*, kind::all_to_allv, plan_request&, std::uint64_t, schedule&, std::unique_ptr<call_prologue>*);
-extern template const schedule& plan_call<automatic>(const call_services&, const char*, kind::barrier, plan_request&, std::uint64_t, schedule&, std::unique_ptr<call_prologue>*);
+extern template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::broadcast, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, std::unique_ptr<call_prologue>*);
+extern template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::reduce, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, std::unique_ptr<call_prologue>*);
+extern template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::all_reduce, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, std::unique_ptr<call_prologue>*);
+extern template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::gather, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, std::unique_ptr<call_prologue>*);
+extern template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::gatherv, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, std::unique_ptr<call_prologue>*);
+extern template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::scatter, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, std::unique_ptr<call_prologue>*);
+extern template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::scatterv, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, std::unique_ptr<call_prologue>*);
+extern template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::all_gather, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, std::unique_ptr<call_prologue>*);
+extern template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::all_gatherv, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, std::unique_ptr<call_prologue>*);
+extern template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::reduce_scatter, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, std::unique_ptr<call_prologue>*);
+extern template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::reduce_scatterv, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, std::unique_ptr<call_prologue>*);
+extern template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::all_to_all, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, std::unique_ptr<call_prologue>*);
+extern template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::all_to_allv, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, std::unique_ptr<call_prologue>*);
+extern template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::barrier, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, std::unique_ptr<call_prologue>*);
 #endif
 
 // Plans the call with Algorithm and runs it on this rank.
@@ -326,9 +343,9 @@ void run(communicator<Tr>& comm, const char* call, Kind kind, plan_request req, 
   req.finalize = has_finalize<Op, T>;
   req.commutative = is_commutative_v<Op>;
   auto turn = comm.exclusive();
-  schedule uncached;  // a plan the cache does not keep lives for this call only
+  std::shared_ptr<const compact_plan> uncached;  // a plan the cache does not keep: this call's only
   std::unique_ptr<call_prologue> check;
-  const schedule& plan = plan_call<Algorithm>(services_of(comm), call, kind, req, type_fingerprint<Op>(), uncached,
+  const std::shared_ptr<const compact_plan>& plan = plan_call<Algorithm>(services_of(comm), call, kind, req, type_fingerprint<Op>(), uncached,
                                               comm.in_flight().starting() ? &check : nullptr);
   run_plan<Space>(comm, plan, call_context::starting_at(comm.now(), call, comm.next_call(), comm.timeout()), input, output, op,
                   std::move(check));

@@ -67,7 +67,8 @@ class call_check_exchange {
  public:
   call_check_exchange(communicator<Tr>& comm, const char* call, const call_signature& mine)
       : comm_(comm), mine_(mine), all_(std::size_t(comm.size())),
-        plan_(plan_of<direct>(kind::all_gather{}, {.rank = comm.rank(), .size = comm.size(), .count = 1})),
+        plan_(plan_of<direct>(kind::all_gather{}, {.rank = comm.rank(), .size = comm.size(), .count = 1}), comm.rank(),
+              comm.size()),
         ctx_(call_context::starting_at(comm.now(), call, comm.next_call(), comm.timeout())),
         core_(plan_, comm.transport(), &mine_, all_.data(), work_, room_) {}
 
@@ -97,7 +98,7 @@ class call_check_exchange {
   communicator<Tr>& comm_;
   call_signature mine_;
   std::vector<call_signature> all_;
-  schedule plan_;
+  compact_plan plan_;
   call_context ctx_;
   moved_bytes_work work_{sizeof(call_signature)};
   executor_workspace<typename Tr::request> room_;

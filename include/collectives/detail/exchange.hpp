@@ -21,7 +21,10 @@ template <transport Tr>
 void exchange(communicator<Tr>& comm, const schedule& plan, const void* input, void* output, std::size_t element_size,
               const call_context& ctx, executor_workspace<typename Tr::request>& room) {
   moved_bytes_work work(element_size);
-  executor_core<Tr>(plan, comm.transport(), input, output, work, room).run(ctx, [&] { return comm.progress_in_flight(); });
+  const compact_plan compact(plan, comm.rank(), comm.size());
+  executor_core<Tr>(compact, comm.transport(), input, output, work, room).run(ctx, [&] {
+    return comm.progress_in_flight();
+  });
 }
 
 template <transport Tr>

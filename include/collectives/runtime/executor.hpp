@@ -58,7 +58,8 @@ class executor {
   using workspace = executor_workspace<typename Transport::request>;
 
   executor(const schedule& plan, Transport& transport, call_buffers<T, Space> buffers, Op& op, workspace& room)
-      : work_(memory_ops_of<Space>(transport), op), core_(plan, transport, buffers.input, buffers.output, work_, room) {}
+      : plan_(plan, transport.rank(), transport.size()), work_(memory_ops_of<Space>(transport), op),
+        core_(plan_, transport, buffers.input, buffers.output, work_, room) {}
   executor(const executor&) = delete;  // it stays where it started: its core points at its work
   executor& operator=(const executor&) = delete;
 
@@ -85,6 +86,7 @@ class executor {
   std::string timeout_message(const call_context& ctx) const { return core_.timeout_message(ctx); }
 
  private:
+  compact_plan plan_;
   typed_element_work<T, Op, Space> work_;
   executor_core<Transport> core_;
 };

@@ -1,4 +1,5 @@
-// The executor's core: runs any schedule on a transport. Operations start as soon as
+// The executor's core: runs any plan (a schedule as the runtime keeps it,
+// compact_plan.hpp) on a transport. Operations start as soon as
 // their dependencies finish; local steps (copy, reduce, finalize) go through the
 // call's element work (element_work.hpp; on device buffers they are enqueued on the
 // transport's stream, and the call ends once they have run), messages are posted to
@@ -24,6 +25,7 @@
 #include "../log.hpp"
 #include "../memory_space.hpp"
 #include "../trace.hpp"
+#include "compact_plan.hpp"
 #include "element_work.hpp"
 #include "workspace.hpp"
 
@@ -65,9 +67,9 @@ class executor_core {
   using workspace = executor_workspace<request>;
 
   // `input` and `output` are the caller's buffers, in the memory space `work` moves.
-  executor_core(const schedule& plan, Transport& transport, const void* input, void* output, element_work& work,
+  executor_core(const compact_plan& plan, Transport& transport, const void* input, void* output, element_work& work,
                 workspace& room)
-      : plan_(plan), transport_(transport), work_(work), input_(static_cast<const std::byte*>(input)),
+      : plan_(plan), transport_(transport), rank_(transport.rank()), work_(work), input_(static_cast<const std::byte*>(input)),
         output_(static_cast<std::byte*>(output)), room_(room),
         fused_(fused_recv_reduce_transport<Transport> && !work.device) {}
   executor_core(const executor_core&) = delete;  // it stays where it started: its trace points at it
@@ -174,8 +176,9 @@ class executor_core {
   // A message posted, or seen complete.
   void trace_message(bool posted, const operation& o) noexcept;
 
-  const schedule& plan_;
+  const compact_plan& plan_;
   Transport& transport_;
+  const int rank_;  // the plan is written relative to it
   element_work& work_;
   const std::byte* input_;
   std::byte* output_;
@@ -184,7 +187,7 @@ class executor_core {
   std::size_t next_ready_ = 0, finished_ = 0;
   std::byte* scratch_ = nullptr;
   std::byte* staging_ = nullptr;
-  const op_id* successor_begin_ = nullptr;  // the plan's successor lists, or the workspace's
+  const op_id* successor_begin_ = nullptr;  // the plan's successor lists
   const op_id* successors_ = nullptr;
   // Read once per call: the settings do not change under a running call. The log's
   // DEBUG and TRACE lines come from the same points as the timeline's events.
@@ -206,7 +209,7 @@ template <transport Transport>
 bool executor_core<Transport>::advance(const call_context& ctx) {
   if (tracing_) trace_context_ = &ctx;
   try {
-    while (finished_ < plan_.ops.size()) {
+    while (finished_ < plan_.size()) {
       bool progressed = start_ready(ctx);
       progressed |= poll_active();
       if (!progressed) return false;
@@ -235,7 +238,7 @@ std::string executor_core<Transport>::timeout_message(const call_context& ctx) c
   std::string m = std::string(ctx.name) + ": timed out after " + std::to_string(ctx.timeout_ms) + " ms on rank " +
                   std::to_string(transport_.rank()) + " waiting to ";
   for (std::size_t i = 0; i < room_.active.size() && i < 4; ++i)
-    m += (i ? ", " : "") + detail::describe(plan_.ops[room_.active[i].id]);
+    m += (i ? ", " : "") + detail::describe(plan_.op(room_.active[i].id, rank_));
   if (room_.active.size() > 4) m += " and " + std::to_string(room_.active.size() - 4) + " more";
   if (room_.active.empty()) m += "finish, with nothing posted (a schedule whose dependencies never resolve)";
   return m;
@@ -243,40 +246,32 @@ std::string executor_core<Transport>::timeout_message(const call_context& ctx) c
 
 template <transport Transport>
 void executor_core<Transport>::prepare() {
-  const std::size_t n = plan_.ops.size();
+  const std::size_t n = plan_.size();
   std::size_t messages = 0, fused_receives = 0;
   room_.waiting.assign(n, 0);
   room_.ready.clear();
   room_.active.clear();
   room_.fused.clear();
+  successor_begin_ = plan_.successor_begin();
+  successors_ = plan_.successors();
+  for (std::size_t k = 0; k < plan_.edges(); ++k) ++room_.waiting[successors_[k]];
   for (std::size_t i = 0; i < n; ++i) {
-    const operation& o = plan_.ops[i];
-    room_.waiting[i] = o.dep_count;
-    messages += o.kind == op_kind::send || o.kind == op_kind::recv || o.kind == op_kind::recv_reduce;
-    fused_receives += o.kind == op_kind::recv_reduce;
-  }
-  // A kept plan came indexed from the plan cache; another is indexed here, per call.
-  if (plan_.indexed()) {
-    successor_begin_ = plan_.successor_begin.data();
-    successors_ = plan_.successors.data();
-  } else {
-    plan_.index_into(room_.successor_begin, room_.successors);
-    successor_begin_ = room_.successor_begin.data();
-    successors_ = room_.successors.data();
+    const op_kind kind = plan_.kind(static_cast<op_id>(i));
+    messages += kind == op_kind::send || kind == op_kind::recv || kind == op_kind::recv_reduce;
+    fused_receives += kind == op_kind::recv_reduce;
   }
   room_.ready.reserve(n);
   for (std::size_t i = 0; i < n; ++i)
     if (room_.waiting[i] == 0) room_.ready.push_back(static_cast<op_id>(i));
   room_.active.reserve(messages);
   if (fused_) room_.fused.reserve(fused_receives);  // sinks point into it: it must never move
-  scratch_ = work_.memory(element_work::room::scratch, plan_.scratch_count, room_.scratch);
-  if (!fused_) staging_ = work_.memory(element_work::room::staging, plan_.staging_count, room_.staging);
+  scratch_ = work_.memory(element_work::room::scratch, plan_.scratch_count(), room_.scratch);
+  if (!fused_) staging_ = work_.memory(element_work::room::staging, plan_.staging_count(), room_.staging);
 }
 
 template <transport Transport>
 void executor_core<Transport>::trim() {
-  room_.scratch.trim();
-  room_.staging.trim();
+  room_.trim();
 }
 
 template <transport Transport>
@@ -325,7 +320,7 @@ bool executor_core<Transport>::start_ready(const call_context& ctx) {
   bool any = false;
   while (next_ready_ < room_.ready.size()) {
     const op_id id = room_.ready[next_ready_++];
-    const operation& o = plan_.ops[id];
+    const operation o = plan_.op(id, rank_);
     any = true;
     const message_tag tag{ctx.call, o.tag};
     switch (o.kind) {
@@ -395,7 +390,7 @@ bool executor_core<Transport>::poll_active() {
     const op_id id = room_.active[i].id;
     room_.active[i] = std::move(room_.active.back());
     room_.active.pop_back();
-    const operation& o = plan_.ops[id];
+    const operation o = plan_.op(id, rank_);
     if (tracing_) trace_message(false, o);
     if (!fused_ && o.kind == op_kind::recv_reduce)
       traced(what::reduce, o.dst.count, [&] { work_.combine(address(o.dst), address(o.src), o.dst.count, o.order); });
@@ -410,7 +405,8 @@ void executor_core<Transport>::trace_begin() noexcept {
   trace_id_ = trace::enabled() ? trace::recorder::instance().next_call_id() : 0;
   trace_began_ = trace::now_ns();
   trace_sent_ = trace_received_ = 0;
-  for (const operation& o : plan_.ops) {
+  for (op_id i = 0; i < plan_.size(); ++i) {
+    const operation o = plan_.op(i, rank_);
     if (o.kind == op_kind::send) trace_sent_ += bytes_in(o.src);
     if (o.kind == op_kind::recv || o.kind == op_kind::recv_reduce) trace_received_ += bytes_in(o.dst);
   }

@@ -1,12 +1,15 @@
 // The schedules a communicator planned lately. A program repeats the same calls (a
 // training step's all_reduce of the same buffers), and planning with its allocations
 // is a visible part of a small call's latency, so a repeated call reuses its plan.
+// Plans are kept compact (compact_plan.hpp), one copy for the ranks of a process.
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <vector>
 
 #include "../concepts/schedule.hpp"
+#include "compact_plan.hpp"
 
 namespace collectives {
 
@@ -33,31 +36,30 @@ class plan_cache {
     return {&planner_id<Algorithm, Kind>, r.count, r.element_size, r.slice_bytes, r.root, r.finalize, r.commutative};
   }
 
-  // The plan for `k`, made by `make()` the first time. The reference holds until the
-  // next call of find_or_make.
+  // The plan for `k`, made by `make()` the first time (a schedule for rank `rank` of
+  // `size`, kept compact and shared with the process's other ranks that made the same;
+  // `turned`: the buffers the collective splits by rank).
+  // The reference holds until the next call of find_or_make.
   template <class Make>
-  const schedule& find_or_make(const key& k, Make&& make) {
+  const std::shared_ptr<const compact_plan>& find_or_make(const key& k, int rank, int size, blocks_per_rank turned,
+                                                         Make&& make) {
     for (auto& e : entries_)
       if (e.k == k) return e.plan;
+    entry made{k, shared_plan(compact_plan(make(), rank, size, turned, true))};
     if (entries_.size() < capacity) {
       entries_.reserve(capacity);
-      return indexed(entries_.emplace_back(entry{k, make()}).plan);
+      return entries_.emplace_back(std::move(made)).plan;
     }
     entry& replaced = entries_[next_victim_++ % capacity];  // the oldest
-    replaced = entry{k, make()};
-    return indexed(replaced.plan);
+    replaced = std::move(made);
+    return replaced.plan;
   }
 
  private:
   static constexpr std::size_t capacity = 16;
-  // Every call of a kept plan follows the same successor lists: made here, once.
-  static const schedule& indexed(schedule& plan) {
-    plan.index_successors();
-    return plan;
-  }
   struct entry {
     key k;
-    schedule plan;
+    std::shared_ptr<const compact_plan> plan;
   };
   std::vector<entry> entries_;
   std::size_t next_victim_ = 0;
