@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <cstdio>
 #include <memory>
 #include <new>
 #include <set>
@@ -423,13 +424,11 @@ TEST_CASE("back-to-back collectives of different kinds and sizes never take each
   }
 }
 
-TEST_CASE("1,024 ranks as threads: a tree all_reduce, each rank holding state only for the peers it talked to" *
-          doctest::skip(!COUNTS_ALLOCATIONS)) {
-  // The matching engine makes a peer's state on first contact: a rank of a large group
-  // holds its communicator, its transport, a tree's plan and the state of the few peers
-  // the tree links it to, not something for each of the 1,024 ranks (800 KB each before).
+// Runs one all_reduce of `Algorithm` at 1,024 threaded ranks and returns the bytes each
+// rank holds after it (or fails the case with the rank's error).
+template <class Algorithm>
+std::vector<long long> held_after_all_reduce(std::size_t n) {
   constexpr int p = counting::slots;
-  constexpr std::size_t n = 1000;
   coll::inproc_group group(p);
   std::vector<long long> held(p);
   std::vector<std::string> problems(p);
@@ -441,8 +440,11 @@ TEST_CASE("1,024 ranks as threads: a tree all_reduce, each rank holding state on
         try {
           counting::counted_as = r;
           comm c(group.transport(r), generous);
-          coll::all_reduce<coll::double_binary_tree>(c, data, coll::sum{});
+          const long long before = counting::live[r];
+          coll::all_reduce<Algorithm>(c, data, coll::sum{});
           held[std::size_t(r)] = counting::live[r];
+          if (r < 4 && std::getenv("DBG")) std::printf("rank %d before %lld after %lld\n", r, before, held[std::size_t(r)]);
+          if (r < 4 && std::getenv("DBG")) { coll::all_reduce<Algorithm>(c, data, coll::sum{}); std::printf("rank %d again %lld\n", r, (long long)counting::live[r]); }
         } catch (const std::exception& e) {
           problems[std::size_t(r)] = e.what();
           group.abort();
@@ -452,16 +454,57 @@ TEST_CASE("1,024 ranks as threads: a tree all_reduce, each rank holding state on
           problems[std::size_t(r)] = "wrong sum";
       });
   }
-  for (int r = 0; r < p; ++r) {
-    // The peers this rank's plan exchanges messages with.
-    std::set<int> peers;
-    const coll::schedule plan = coll::double_binary_tree::plan(
-        coll::kind::all_reduce{}, {.rank = r, .size = p, .count = n, .element_size = sizeof(float)});
-    for (const coll::operation& o : plan.ops)
-      if (o.peer >= 0) peers.insert(o.peer);
-    INFO("rank ", r, " talked to ", peers.size(), " peers and holds ", held[std::size_t(r)], " bytes");
-    CHECK_MESSAGE(problems[std::size_t(r)].empty(), problems[std::size_t(r)]);
+  for (int r = 0; r < p; ++r) CHECK_MESSAGE(problems[std::size_t(r)].empty(), "rank ", r, ": ", problems[std::size_t(r)]);
+  return held;
+}
+
+// The peers rank r's plan exchanges messages with (from the algorithm's own plan).
+template <class Algorithm>
+std::size_t peers_of(int r, std::size_t n) {
+  std::set<int> peers;
+  const coll::schedule plan = Algorithm::plan(coll::kind::all_reduce{},
+                                              {.rank = r, .size = counting::slots, .count = n, .element_size = sizeof(float)});
+  for (const coll::operation& o : plan.ops)
+    if (o.peer >= 0) peers.insert(o.peer);
+  return peers.size();
+}
+
+long long allowed(std::size_t peers) { return 16 * 1024 + 1024 * static_cast<long long>(peers); }
+
+TEST_CASE("1,024 ranks as threads: a tree all_reduce, each rank holding state only for the peers it talked to" *
+          doctest::skip(!COUNTS_ALLOCATIONS)) {
+  // The matching engine makes a peer's state on first contact: a rank of a large group
+  // holds its communicator, its transport, a tree's plan and the state of the few peers
+  // the tree links it to, not something for each of the 1,024 ranks (800 KB each before).
+  constexpr std::size_t n = 1000;
+  const std::vector<long long> held = held_after_all_reduce<coll::double_binary_tree>(n);
+  for (int r = 0; r < counting::slots; ++r) {
+    const std::size_t peers = peers_of<coll::double_binary_tree>(r, n);
+    INFO("rank ", r, " talked to ", peers, " peers and holds ", held[std::size_t(r)], " bytes");
     CHECK(held[std::size_t(r)] > 0);
-    CHECK(held[std::size_t(r)] <= 16 * 1024 + 1024 * static_cast<long long>(peers.size()));
+    CHECK(held[std::size_t(r)] <= allowed(peers));
   }
+}
+
+TEST_CASE("1,024 ranks as threads: a ring all_reduce, its plan held once for all ranks" *
+          doctest::skip(!COUNTS_ALLOCATIONS)) {
+  // A ring's plan is 2(P - 1) operations on every rank, the same on each up to a
+  // rotation: the ranks share one copy (made by the first rank to plan it) instead of
+  // holding 1,024. Every rank but that one stays within the limit, and all of them
+  // together hold less than the limit's sum.
+  constexpr std::size_t n = 2 * counting::slots;
+  const std::vector<long long> held = held_after_all_reduce<coll::ring>(n);
+  long long total = 0, limit = 0;
+  int over = 0;
+  for (int r = 0; r < counting::slots; ++r) {
+    const std::size_t peers = peers_of<coll::ring>(r, n);
+    INFO("rank ", r, " talked to ", peers, " peers and holds ", held[std::size_t(r)], " bytes");
+    CHECK(peers == 2);
+    CHECK(held[std::size_t(r)] > 0);
+    over += held[std::size_t(r)] > allowed(peers);
+    total += held[std::size_t(r)];
+    limit += allowed(peers);
+  }
+  CHECK(over <= 1);
+  CHECK(total <= limit);
 }

@@ -61,12 +61,30 @@ struct executor_workspace {
   };
 
   std::vector<std::uint32_t> waiting;          // by op: dependencies not finished yet
-  std::vector<op_id> successor_begin;          // a plan's successor lists where the plan has none
-  std::vector<op_id> successors;               // (schedule::index_into)
   std::vector<op_id> ready;                    // ops whose dependencies are done, in the order they became so
   std::vector<active_op> active;               // posted messages not finished yet
   std::vector<fused_target> fused;             // fused receives point into it: sized before the first one
   reusable_host_memory scratch, staging;
+
+  template <class Vector>
+  static void release(Vector& v) {
+    v.clear();
+    v.shrink_to_fit();
+  }
+
+  // After a call: what a plan of many operations needed (a ring of a large group) is
+  // given back, as a large scratch buffer is, so that an idle rank holds little.
+  void trim() {
+    constexpr std::size_t kept_ops = 256;
+    if (waiting.capacity() > kept_ops) {
+      release(waiting);
+      release(ready);
+      release(active);
+      release(fused);
+    }
+    scratch.trim();
+    staging.trim();
+  }
 };
 
 }  // namespace collectives

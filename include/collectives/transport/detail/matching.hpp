@@ -186,6 +186,7 @@ class matching_engine {
         match != p.posted.end()) {
       const std::uint32_t slot = *match;
       p.posted.erase(match);
+      if (p.posted.empty() && p.posted.capacity() > kept_slots) p.posted = {};  // as the slots
       op& o = at(slot);
       m.expected = o.bytes;
       if (o.bytes != bytes) {
@@ -511,8 +512,17 @@ class matching_engine {
 
   void release(std::uint32_t& slot) noexcept {
     if (ops_[slot].get() == failed_here_) failed_here_ = nullptr;
-    free_.push_back(slot);  // the pool only grows with the peak of posted operations
+    free_.push_back(slot);  // the pool grows with the peak of posted operations
     slot = no_slot;
+    // A peak of many (a ring of a large group posts all its receives at once) is given
+    // back once it has passed, so that an idle rank holds little; a few stay for the
+    // next call. Nothing refers to a free slot.
+    if (free_.size() == ops_.size() && ops_.size() > kept_slots) {
+      ops_.clear();
+      ops_.shrink_to_fit();
+      free_.clear();
+      free_.shrink_to_fit();
+    }
   }
 
   // A new receive: the oldest early message with its tag is its message.
@@ -587,6 +597,7 @@ class matching_engine {
   // Made on first contact, so that a rank of a large group holds state only for the
   // peers its schedules reach (a ring's two, a tree's few), not for every rank.
   std::unordered_map<int, peer_state> peers_;
+  static constexpr std::size_t kept_slots = 32;
   std::vector<std::unique_ptr<op>> ops_;
   std::vector<std::uint32_t> free_;
   const op* failed_here_ = nullptr;  // a receive whose op threw, until it is released
