@@ -133,8 +133,8 @@ class owned_element_work {
 template <transport Transport>
 class started_call final : public in_flight_call {
  public:
-  started_call(std::shared_ptr<const compact_plan> plan, Transport& transport, const void* input, void* output, owned_element_work work,
-               const call_context& ctx, std::vector<std::shared_ptr<const void>> keep,
+  started_call(std::shared_ptr<const compact_plan> plan, Transport& transport, const void* input, void* output,
+               owned_element_work work, const call_context& ctx, std::vector<std::shared_ptr<const void>> keep,
                std::unique_ptr<call_prologue> first = nullptr)
       : in_flight_call(ctx), transport_(transport), plan_(std::move(plan)), work_(std::move(work)), keep_(std::move(keep)),
         first_(std::move(first)), core_(*plan_, transport, input, output, work_.get(), room_) {
