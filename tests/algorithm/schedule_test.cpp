@@ -15,6 +15,7 @@
 #include <collectives/algorithm/automatic.hpp>
 #include <collectives/algorithm/halving_doubling.hpp>
 #include <collectives/algorithm/hierarchical.hpp>
+#include <collectives/error.hpp>
 #include <collectives/runtime/compact_plan.hpp>
 #include <collectives/runtime/plan_cache.hpp>
 #include <doctest/doctest.h>
@@ -708,6 +709,20 @@ TEST_CASE("compact plans: every rank's plan reads back exactly; a plan that turn
   CHECK(*a == ring_of(5, 60));
   CHECK_FALSE(*c == ring_of(5, 61));  // 61 elements do not split evenly: rank 5's chunk is shorter
   CHECK(a->bytes() < 6 * 2 * 5 * sizeof(coll::operation));  // smaller than one rank's schedule
+
+  // A plan (a user's algorithm's) that names a rank outside the group fails as it is
+  // compacted, before any message is posted, and says which rank.
+  for (int bad : {-1, 4}) {
+    schedule s;
+    s.send(bad, 0, {buffer_id::input, 0, 1});
+    try {
+      coll::compact_plan c(s, 2, 4);
+      FAIL("a plan naming rank ", bad, " was compacted");
+    } catch (const coll::error& e) {
+      CHECK(e.code() == coll::errc::invalid_peer);
+      CHECK(std::string(e.what()).find("rank " + std::to_string(bad)) != std::string::npos);
+    }
+  }
 }
 
 TEST_CASE("ring all_reduce takes 2(P-1) steps") {
