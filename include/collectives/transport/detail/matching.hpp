@@ -186,7 +186,10 @@ class matching_engine {
         match != p.posted.end()) {
       const std::uint32_t slot = *match;
       p.posted.erase(match);
-      if (p.posted.empty() && p.posted.capacity() > kept_slots) p.posted = {};  // as the slots
+      if (p.posted.empty() && p.posted.capacity() > kept_slots) {  // given back as the slots are
+        p.posted.clear();
+        p.posted.shrink_to_fit();  // (assigning {} would keep the capacity)
+      }
       op& o = at(slot);
       m.expected = o.bytes;
       if (o.bytes != bytes) {
