@@ -391,6 +391,7 @@ class matching_engine {
 
   // An operation whose peer has left or whose link is out of step can't finish.
   void throw_if_link_down(const op& o) const {
+    if (links_down_ == 0) return;  // the common case, without a lookup per poll
     const peer_state& p = known(o.peer);
     switch (p.link) {
       case link_state::open: return;
@@ -590,6 +591,7 @@ class matching_engine {
     peer_state& p = contact(peer);
     if (p.link != link_state::open) return false;
     p.link = state;
+    ++links_down_;
     p.why = std::move(why);
     return true;
   }
@@ -606,6 +608,7 @@ class matching_engine {
   const op* failed_here_ = nullptr;  // a receive whose op threw, until it is released
   std::atomic<int> aborted_by_{-1};
   int first_lost_ = -1;
+  int links_down_ = 0;  // peers whose link is no longer open
   std::optional<failure> first_failure_, own_failure_;
 };
 
