@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <cstring>
 #include <deque>
 #include <exception>
@@ -71,6 +72,7 @@ class inproc_group {
     std::condition_variable wakeup;
     std::atomic<bool> activity{false};  // set under `mutex`; read without it while spinning
     std::deque<posted_send> arrived;
+    std::atomic<std::uint64_t> arrivals{0};  // sends ever left here: bumped under `mutex`
 
     void wake() {
       { std::lock_guard lock(mutex); activity.store(true, std::memory_order_release); }
@@ -124,16 +126,21 @@ class inproc {
     {
       std::lock_guard lock(box.mutex);
       box.arrived.push_back({rank_, tag, data, &state});
+      box.arrivals.fetch_add(1, std::memory_order_release);
       box.activity.store(true, std::memory_order_release);
     }
     box.wakeup.notify_one();
     return {slot};
   }
 
-  request post_recv(int peer, message_tag tag, std::span<std::byte> into) { return {match_->post_recv(peer, tag, into)}; }
+  request post_recv(int peer, message_tag tag, std::span<std::byte> into) {
+    looked_at_arrivals_ = never_looked;  // a note held so far may land in this receive
+    return {match_->post_recv(peer, tag, into)};
+  }
 
   // Fused receive: the sink reads the bytes straight from the sender's buffer.
   request post_recv_reduce(int peer, message_tag tag, std::size_t bytes, std::size_t granule, chunk_sink sink) {
+    looked_at_arrivals_ = never_looked;
     return {match_->post_recv_reduce(peer, tag, bytes, granule, sink)};
   }
 
@@ -196,20 +203,26 @@ class inproc {
     }
   }
 
-  // Offers the notes `peer` left in this rank's mailbox to the matching engine, in
-  // the order they came, and takes each one that lands (in a receive posted for it,
-  // or nowhere, when its size is wrong), until `o` has its message; the others stay.
-  // The sender's buffer is read here, on the receiver's thread.
+  // Offers the notes left in this rank's mailbox to the matching engine, in the order
+  // they came, and takes each one that lands (in a receive posted for it, or nowhere,
+  // when its size is wrong); the others stay until a receive is posted for them. The
+  // sender's buffer is read here, on the receiver's thread. A rank with many receives
+  // posted (a ring's 2(P - 1)) tests each of them on every poll: while no note came
+  // and no receive was posted since the last look, that test takes no lock.
   void take_arrived(const op& o) {
-    while (o.state == op_state::posted) {
-      auto& box = *group_->mailboxes_[std::size_t(rank_)];
+    auto& box = *group_->mailboxes_[std::size_t(rank_)];
+    if (o.state != op_state::posted || box.arrivals.load(std::memory_order_acquire) == looked_at_arrivals_) return;
+    for (;;) {
       inproc_group::posted_send message{};
       {
         std::lock_guard lock(box.mutex);
         auto it = box.arrived.begin();
         for (; it != box.arrived.end(); ++it)
-          if (it->source == o.peer && match_->begin_message(o.peer, it->tag, it->data.size()) != transport_detail::landing::held) break;
-        if (it == box.arrived.end()) return;
+          if (match_->begin_message(it->source, it->tag, it->data.size()) != transport_detail::landing::held) break;
+        if (it == box.arrived.end()) {
+          looked_at_arrivals_ = box.arrivals.load(std::memory_order_relaxed);
+          return;
+        }
         message = *it;
         box.arrived.erase(it);
       }
@@ -251,8 +264,11 @@ class inproc {
     while (o.wire.status.load(std::memory_order_acquire) == send_status::pending) std::this_thread::yield();
   }
 
+  static constexpr std::uint64_t never_looked = UINT64_MAX;
+
   inproc_group* group_;
   int rank_;
+  std::uint64_t looked_at_arrivals_ = never_looked;  // the mailbox's count at the last look that took nothing
   std::unique_ptr<engine> match_;  // behind a pointer: the transport moves, its operations stay put
 };
 
