@@ -14,6 +14,11 @@
 #include <collectives/collectives.hpp>
 #include <collectives/bootstrap/file_store.hpp>
 #include <collectives/transport/tcp.hpp>
+// The parts the cases below reach into (tcp.hpp itself names no Asio type).
+#include <collectives/bootstrap/auth.hpp>
+#include <collectives/transport/tcp/address.hpp>
+#include <collectives/transport/tcp/engine.hpp>
+#include <collectives/transport/tcp/frame.hpp>
 #include <doctest/doctest.h>
 
 #include "memory_store.hpp"

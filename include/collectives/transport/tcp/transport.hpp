@@ -9,33 +9,33 @@
 // connects to each of them. Waiting sleeps in the kernel, so ranks may outnumber cores.
 #pragma once
 
-#include <unistd.h>
-
-#include <algorithm>
-#include <chrono>
-#include <cstdlib>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
-#include <utility>
 #include <vector>
 
-#include "../../bootstrap/auth.hpp"
 #include "../../bootstrap/environment.hpp"
+#include "../../bootstrap/job_token.hpp"
 #include "../../bootstrap/store.hpp"
 #include "../../config.hpp"
 #include "../../concepts/transport.hpp"
 #include "../../error.hpp"
-#include "../../log.hpp"
-#include "../../settings.hpp"
 #include "../detail/wire_transport.hpp"
-#include "address.hpp"
-#include "engine.hpp"
-#include "mesh.hpp"
 #include "options.hpp"
-#include "shrink.hpp"
 
 namespace collectives {
+
+namespace tcp_detail {
+// Boost.Asio's types stay in the bodies (transport.ipp and the headers it includes):
+// a program that links collectives::compiled and includes this header does not
+// compile Asio (3.3 s of g++ a unit, a third of an example's).
+class engine;
+struct local_interface;
+struct group_record;  // the chosen interface and every rank's address record
+struct shrink_outcome;
+struct door;
+}  // namespace tcp_detail
 
 class tcp : public transport_detail::wire_transport<tcp_detail::engine> {
  public:
@@ -71,8 +71,23 @@ class tcp : public transport_detail::wire_transport<tcp_detail::engine> {
   // or mpirun's and srun's variables) and COLLECTIVES_JOB_TOKEN.
   COLLECTIVES_DECL static tcp from_env(tcp_options options = tcp_options::from_env());
 
-  tcp(tcp&&) noexcept = default;
-  tcp& operator=(tcp&&) noexcept = default;
+  COLLECTIVES_DECL tcp(tcp&&) noexcept;
+  COLLECTIVES_DECL tcp& operator=(tcp&&) noexcept;
+  COLLECTIVES_DECL ~tcp();
+
+  // The Transport concept's calls (wire_transport's, here where the engine's type is
+  // complete).
+  COLLECTIVES_DECL int rank() const;
+  COLLECTIVES_DECL int size() const;
+  COLLECTIVES_DECL request post_send(int peer, message_tag tag, std::span<const std::byte> data);
+  COLLECTIVES_DECL request post_recv(int peer, message_tag tag, std::span<std::byte> into);
+  COLLECTIVES_DECL request post_recv_reduce(int peer, message_tag tag, std::size_t bytes, std::size_t granule,
+                                            chunk_sink sink);
+  COLLECTIVES_DECL bool test(request& r);
+  COLLECTIVES_DECL bool wait_for_activity(deadline until);
+  COLLECTIVES_DECL void cancel(request& r) noexcept;
+  COLLECTIVES_DECL void abort();
+  COLLECTIVES_DECL void note_failure(std::string_view what) noexcept;
 
   // Where this rank listens and every rank's address, for logs.
   COLLECTIVES_DECL std::string describe() const;
@@ -85,7 +100,7 @@ class tcp : public transport_detail::wire_transport<tcp_detail::engine> {
   // meanwhile (docs/fault-tolerance.md). This group is aborted first. Throws
   // errc::timeout when a live rank does not call it by `until`.
   COLLECTIVES_DECL tcp shrink(deadline until);
-  const tcp_detail::local_interface& interface() const noexcept { return interface_; }
+  COLLECTIVES_DECL const tcp_detail::local_interface& interface() const noexcept;
 
  private:
   COLLECTIVES_DECL tcp(int rank, int size, bootstrap::key_value_store* store, const auth::job_token& token,
@@ -99,17 +114,14 @@ class tcp : public transport_detail::wire_transport<tcp_detail::engine> {
 
   COLLECTIVES_DECL static std::string route_target(const std::string& host);
 
-
   // The group a shrink left: this rank's connections to the others (a null one for a
   // survivor that failed since), made on the old group's io_context; the old group's
   // door moves here.
-  COLLECTIVES_DECL tcp(tcp& old, int rank, const std::vector<int>& survivors,
-                       std::vector<std::shared_ptr<boost::asio::ip::tcp::socket>> sockets);
+  COLLECTIVES_DECL tcp(tcp& old, int rank, tcp_detail::shrink_outcome&& outcome);
   // Admits visitors at the door from now on (tcp/door.hpp).
-  COLLECTIVES_DECL void open_door(std::shared_ptr<boost::asio::ip::tcp::acceptor> door);
+  COLLECTIVES_DECL void open_door(tcp_detail::door&& door);
 
-  tcp_detail::local_interface interface_;
-  tcp_detail::mesh mesh_;
+  std::unique_ptr<tcp_detail::group_record> group_;
   auth::job_token token_;
   tcp_options options_;
   // Shrink attempts so far, counted alike on every survivor and on from the group this

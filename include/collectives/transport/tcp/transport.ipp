@@ -2,12 +2,34 @@
 // into collectives::compiled with COLLECTIVES_SEPARATE_COMPILATION.
 #pragma once
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <span>
+#include <utility>
+
 #include "transport.hpp"
 
+#include "../../bootstrap/auth.hpp"
 #include "../../bootstrap/host_identity.hpp"
 #include "../../bootstrap/rendezvous.hpp"
+#include "../../log.hpp"
+#include "address.hpp"
+#include "engine.hpp"
+#include "mesh.hpp"
+#include "shrink.hpp"
 
 namespace collectives {
+
+namespace tcp_detail {
+struct group_record {
+  local_interface interface;
+  mesh links;  // after the start-up: every rank's address record and where this one listens
+};
+struct door {
+  std::shared_ptr<tcp::acceptor> acceptor;
+};
+}  // namespace tcp_detail
 
 tcp tcp::join(const bootstrap::launch_info& launch, const auth::job_token& given_token, tcp_options options) {
   // Jobs whose derived store ports meet must not admit each other (launch_info).
@@ -24,18 +46,18 @@ tcp tcp::join(const bootstrap::launch_info& launch, const auth::job_token& given
 
 tcp::tcp(int rank, int size, bootstrap::key_value_store* store, const auth::job_token& token, tcp_options options)
     : wire_transport(std::make_unique<tcp_detail::engine>(checked_rank(rank, size), size, options.limits)),
-      token_(token), options_(options) {
+      group_(std::make_unique<tcp_detail::group_record>()), token_(token), options_(options) {
   if (size == 1) return;
   const deadline until = clock::now() + options.startup_timeout;
   // Every rank creates its communicators in the same order, so each one's count
   // names the same group on every rank, even in a store that outlives a group.
   const auto generation = store->add("collectives/tcp/communicators/" + std::to_string(rank), 1);
-  interface_ = tcp_detail::choose_interface(options.interface, route_target(options.route_to));
-  mesh_ = tcp_detail::connect_mesh(wire_->io(), rank, size, *store,
-                                   "collectives/tcp/" + std::to_string(generation) + "/address/", token, interface_,
-                                   until, {options.handshake_limit});
-  wire_->adopt(std::move(mesh_.peers));
-  open_door(std::move(mesh_.acceptor));
+  group_->interface = tcp_detail::choose_interface(options.interface, route_target(options.route_to));
+  group_->links = tcp_detail::connect_mesh(wire_->io(), rank, size, *store,
+                                           "collectives/tcp/" + std::to_string(generation) + "/address/", token,
+                                           group_->interface, until, {options.handshake_limit});
+  wire_->adopt(std::move(group_->links.peers));
+  open_door({std::move(group_->links.acceptor)});
   greet_everyone({reserved_call::tcp_hello, 0}, until);
   if (log::enabled(log::level::info)) log::info(describe());
 }
@@ -47,7 +69,7 @@ tcp tcp::shrink(deadline until) {
   const auto me = std::find(outcome.survivors.begin(), outcome.survivors.end(), rank());
   if (me == outcome.survivors.end())
     throw error(errc::invalid_group, "tcp rank " + std::to_string(rank()) + ": the survivors left this rank out of the shrunk group");
-  return tcp(*this, int(me - outcome.survivors.begin()), outcome.survivors, std::move(outcome.sockets));
+  return tcp(*this, int(me - outcome.survivors.begin()), std::move(outcome));
 }
 
 namespace tcp_detail {
@@ -61,13 +83,16 @@ std::shared_ptr<Socket> moved_to(asio::io_context& io, Socket& s) {
 }
 }  // namespace tcp_detail
 
-tcp::tcp(tcp& old, int rank, const std::vector<int>& survivors,
-         std::vector<std::shared_ptr<boost::asio::ip::tcp::socket>> sockets)
-    : wire_transport(std::make_unique<tcp_detail::engine>(rank, int(survivors.size()), old.options_.limits)),
-      interface_(old.interface_), token_(old.token_), options_(old.options_), shrinks_(old.shrinks_) {
+tcp::tcp(tcp& old, int rank, tcp_detail::shrink_outcome&& outcome)
+    : wire_transport(std::make_unique<tcp_detail::engine>(rank, int(outcome.survivors.size()), old.options_.limits)),
+      group_(std::make_unique<tcp_detail::group_record>()), token_(old.token_), options_(old.options_),
+      shrinks_(old.shrinks_) {
+  const std::vector<int>& survivors = outcome.survivors;
+  auto& sockets = outcome.sockets;
+  group_->interface = old.group_->interface;
   std::vector<std::shared_ptr<tcp_detail::tcp::socket>> links(survivors.size());
   for (std::size_t r = 0; r < survivors.size(); ++r) {
-    mesh_.addresses.push_back(old.mesh_.addresses[std::size_t(survivors[r])]);
+    group_->links.addresses.push_back(old.group_->links.addresses[std::size_t(survivors[r])]);
     if (int(r) == rank) continue;
     auto& s = sockets[std::size_t(survivors[r])];
     if (s && s->is_open()) {
@@ -77,7 +102,7 @@ tcp::tcp(tcp& old, int rank, const std::vector<int>& survivors,
       wire_->lose_at_start(int(r), "lost rank " + std::to_string(r) + ": it failed during the shrink");
     }
   }
-  mesh_.listened_on = old.mesh_.listened_on;
+  group_->links.listened_on = old.group_->links.listened_on;
   wire_->set_epoch(shrinks_);
   // The old door stops admitting first, so that a visit whose handshake ends meanwhile
   // is among those moved below. (One let in later still is dropped with the old group:
@@ -88,14 +113,15 @@ tcp::tcp(tcp& old, int rank, const std::vector<int>& survivors,
     if (v.attempt > shrinks_ && v.socket->is_open())
       wire_->early_agreements.push_back({v.rank, v.attempt, tcp_detail::moved_to(wire_->io(), *v.socket)});
   wire_->adopt(std::move(links));
-  if (door && door->is_open()) open_door(tcp_detail::moved_to(wire_->io(), *door));
+  if (door && door->is_open()) open_door({tcp_detail::moved_to(wire_->io(), *door)});
   if (log::enabled(log::level::info)) log::info(describe() + " (shrunk from " + std::to_string(old.size()) + " ranks)");
 }
 
-void tcp::open_door(std::shared_ptr<boost::asio::ip::tcp::acceptor> door) {
+void tcp::open_door(tcp_detail::door&& door) {
   std::vector<tcp_detail::tcp::endpoint> doors;
-  for (const auto& a : mesh_.addresses) doors.push_back(tcp_detail::parse_endpoint(tcp_detail::endpoint_of_record(a)));
-  wire_->open_door(std::move(door), std::move(doors), token_, options_.handshake_limit);
+  for (const auto& a : group_->links.addresses)
+    doors.push_back(tcp_detail::parse_endpoint(tcp_detail::endpoint_of_record(a)));
+  wire_->open_door(std::move(door.acceptor), std::move(doors), token_, options_.handshake_limit);
 }
 
 std::string tcp::route_target(const std::string& host) {
@@ -107,10 +133,11 @@ std::string tcp::route_target(const std::string& host) {
 std::string tcp::describe() const {
   std::string s = "tcp rank " + std::to_string(rank()) + " of " + std::to_string(size());
   if (size() == 1) return s + " (no connections)";
-  s += " on " + (interface_.name.empty() ? std::string("?") : interface_.name) + " " +
-       tcp_detail::format_endpoint(mesh_.listened_on) + "; ranks at";
-  for (std::size_t r = 0; r < mesh_.addresses.size(); ++r) {
-    s.append(" ").append(std::to_string(r)).append("=").append(tcp_detail::endpoint_of_record(mesh_.addresses[r]));
+  const auto& links = group_->links;
+  s += " on " + (group_->interface.name.empty() ? std::string("?") : group_->interface.name) + " " +
+       tcp_detail::format_endpoint(links.listened_on) + "; ranks at";
+  for (std::size_t r = 0; r < links.addresses.size(); ++r) {
+    s.append(" ").append(std::to_string(r)).append("=").append(tcp_detail::endpoint_of_record(links.addresses[r]));
   }
   return s;
 }
@@ -118,7 +145,7 @@ std::string tcp::describe() const {
 std::vector<int> tcp::hosts() const {
   if (size() == 1) return {0};
   std::vector<std::string_view> host_of_rank;
-  for (const auto& record : mesh_.addresses) {
+  for (const auto& record : group_->links.addresses) {
     host_of_rank.push_back(tcp_detail::host_of_record(record));
     if (host_of_rank.back().empty()) return {};  // a record without its host: not known
   }
@@ -129,5 +156,28 @@ tcp tcp::from_env(tcp_options options) {
   const auto launch = bootstrap::detect_launch();  // first: an error in the launch comes alone
   return join(launch, auth::job_token::from_env(bootstrap::warns_of_default_token(launch)), std::move(options));
 }
+
+tcp::tcp(tcp&&) noexcept = default;
+tcp& tcp::operator=(tcp&&) noexcept = default;
+tcp::~tcp() = default;
+
+const tcp_detail::local_interface& tcp::interface() const noexcept { return group_->interface; }
+
+int tcp::rank() const { return wire_transport::rank(); }
+int tcp::size() const { return wire_transport::size(); }
+tcp::request tcp::post_send(int peer, message_tag tag, std::span<const std::byte> data) {
+  return wire_transport::post_send(peer, tag, data);
+}
+tcp::request tcp::post_recv(int peer, message_tag tag, std::span<std::byte> into) {
+  return wire_transport::post_recv(peer, tag, into);
+}
+tcp::request tcp::post_recv_reduce(int peer, message_tag tag, std::size_t bytes, std::size_t granule, chunk_sink sink) {
+  return wire_transport::post_recv_reduce(peer, tag, bytes, granule, sink);
+}
+bool tcp::test(request& r) { return wire_transport::test(r); }
+bool tcp::wait_for_activity(deadline until) { return wire_transport::wait_for_activity(until); }
+void tcp::cancel(request& r) noexcept { wire_transport::cancel(r); }
+void tcp::abort() { wire_transport::abort(); }
+void tcp::note_failure(std::string_view what) noexcept { wire_transport::note_failure(what); }
 
 }  // namespace collectives
