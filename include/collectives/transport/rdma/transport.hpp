@@ -20,8 +20,8 @@
 #include <utility>
 #include <vector>
 
-#include "../../bootstrap/auth.hpp"
 #include "../../bootstrap/environment.hpp"
+#include "../../bootstrap/job_token.hpp"  // not auth.hpp: its handshake is Asio's, the start-up's (transport.ipp)
 #include "../../bootstrap/store.hpp"
 #include "../../config.hpp"
 #include "../../concepts/transport.hpp"
