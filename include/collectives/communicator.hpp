@@ -27,6 +27,9 @@ inline constexpr std::chrono::milliseconds default_timeout{std::chrono::seconds{
 
 namespace detail {
 
+template <class Transport>
+class hosts_exchange;  // detail/hosts.hpp
+
 // Where a communicator keeps its transport. A transport of its own lives in a
 // shared_transport, which the groups split from it share; a group's transport
 // (transport/subgroup.hpp) is a view that points at its job's shared_transport.
@@ -210,6 +213,9 @@ class communicator {
   // Each rank's host (0, 1, ... in the order of their first ranks), learned by the
   // first call whose algorithm needs it (detail/hosts.hpp); empty until then.
   std::vector<int>& hosts() noexcept { return hosts_; }
+  // The hosts' exchange while it runs as a stage of calls started without waiting;
+  // null otherwise (detail/hosts.hpp).
+  std::shared_ptr<detail::hosts_exchange<Transport>>& pending_hosts() noexcept { return pending_hosts_; }
 
   // The link costs automatic picks by, per class of link: settled by the first call
   // that chooses (detail/measured_costs.hpp; measured with COLLECTIVES_TUNE=1); unset
@@ -259,6 +265,7 @@ class communicator {
   std::unique_ptr<in_flight_calls> in_flight_ = std::make_unique<in_flight_calls>();
   std::vector<std::pair<std::string, const char*>> algorithms_;
   std::vector<int> hosts_;
+  std::shared_ptr<detail::hosts_exchange<Transport>> pending_hosts_;
   std::optional<link_classes> link_figures_;
   bool check_calls_ = settings::flag("COLLECTIVES_CHECK_CALLS").value_or(false);
 };
@@ -290,6 +297,7 @@ communicator<Transport>& communicator<Transport>::operator=(communicator&& o) no
     in_flight_ = std::move(o.in_flight_);
     algorithms_ = std::move(o.algorithms_);
     hosts_ = std::move(o.hosts_);
+    pending_hosts_ = std::move(o.pending_hosts_);
     link_figures_ = std::move(o.link_figures_);
     check_calls_ = o.check_calls_;
   }

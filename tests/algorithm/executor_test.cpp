@@ -78,6 +78,15 @@ TEST_CASE("the deadline holds even when the transport never stops waking the exe
   const auto waited = coll::clock::now() - start;
   CHECK(waited >= 100ms);
   CHECK(waited < 2s);
+  // A started call whose first stage is the hosts' exchange (the transport does not
+  // say its hosts) ends at its deadline too, and says which call timed out.
+  std::vector<float> data(4, 1.0f);
+  auto handle = coll::iall_reduce(lonely, data, coll::sum{});
+  CHECK_THROWS_WITH_AS(handle.wait(),
+                       doctest::Contains("all_reduce: timed out after 100 ms on rank 0 learning every rank's host (the "
+                                         "algorithm plans by them): rank(s) 1 had not made the call"),
+                       coll::error);
+  CHECK(data == std::vector<float>(4, 1.0f));
 }
 
 TEST_CASE("collectives complete on a transport that wakes spuriously") {
@@ -117,47 +126,81 @@ TEST_CASE("a clock the transport supplies fires a call's deadline without real t
   CHECK(coll::clock::now() - started < 5s);
 }
 
+// Starts an all_reduce and an all_gather on each of 64 ranks, all in one thread,
+// then tests the calls in turn until all are done, and checks their results.
+template <class Transport>
+void step_64_ranks(bool checked) {
+  constexpr int p = 64;
+  constexpr std::size_t n = 1001;
+  coll::inproc_group group(p);
+  std::vector<std::unique_ptr<coll::communicator<Transport>>> comms;
+  for (int r = 0; r < p; ++r) {
+    comms.push_back(std::make_unique<coll::communicator<Transport>>(Transport(group.transport(r)), 10s));
+    comms.back()->check_calls(checked);
+  }
+  std::vector<std::vector<float>> sums(p);
+  std::vector<std::vector<int>> mine(p), gathered(p, std::vector<int>(p * 3));
+  std::vector<coll::call_handle<Transport>> calls;
+  for (int r = 0; r < p; ++r) {
+    sums[std::size_t(r)].resize(n);
+    for (std::size_t i = 0; i < n; ++i) sums[std::size_t(r)][i] = float(r * 3 + int(i % 7));
+    calls.push_back(coll::iall_reduce(*comms[std::size_t(r)], sums[std::size_t(r)], coll::sum{}));
+    mine[std::size_t(r)] = {r, -r, r * r};  // a call's buffers stay the caller's until it is done
+    calls.push_back(coll::iall_gather(*comms[std::size_t(r)], mine[std::size_t(r)], gathered[std::size_t(r)]));
+  }
+  int rounds = 0;
+  for (bool all_done = false; !all_done && rounds < 100'000; ++rounds) {
+    all_done = true;
+    for (auto& call : calls) all_done &= call.test();
+  }
+  CHECK(rounds < 100'000);
+  std::vector<float> expected(n);
+  for (std::size_t i = 0; i < n; ++i)
+    for (int r = 0; r < p; ++r) expected[i] += float(r * 3 + int(i % 7));
+  std::vector<int> all(p * 3);
+  for (int r = 0; r < p; ++r) all[std::size_t(r) * 3] = r, all[std::size_t(r) * 3 + 1] = -r, all[std::size_t(r) * 3 + 2] = r * r;
+  for (int r = 0; r < p; ++r) {
+    INFO("rank ", r);
+    CHECK(sums[std::size_t(r)] == expected);
+    CHECK(gathered[std::size_t(r)] == all);
+  }
+}
+
 TEST_CASE("one thread steps the calls of 64 ranks to completion, with and without the call check") {
   // What a simulator does: no thread per rank; each rank's calls start without
   // waiting on the network (the call check, when on, is their first stage) and move
-  // only when stepped.
-  constexpr int p = 64;
-  constexpr std::size_t n = 1001;
+  // only when stepped. Over a transport that does not say its ranks' hosts, the
+  // hosts' exchange that automatic's plans need is a stage too: the first call
+  // begins it, the second waits on it, and both are planned once it is done.
   for (bool checked : {false, true}) {
     INFO(std::string(checked ? "with" : "without"), " the call check");
-    coll::inproc_group group(p);
-    std::vector<std::unique_ptr<coll::communicator<coll::inproc>>> comms;
-    for (int r = 0; r < p; ++r) {
-      comms.push_back(std::make_unique<coll::communicator<coll::inproc>>(group.transport(r), 10s));
-      comms.back()->check_calls(checked);
-    }
-    std::vector<std::vector<float>> sums(p);
-    std::vector<std::vector<int>> mine(p), gathered(p, std::vector<int>(p * 3));
-    std::vector<coll::call_handle<coll::inproc>> calls;
-    for (int r = 0; r < p; ++r) {
-      sums[std::size_t(r)].resize(n);
-      for (std::size_t i = 0; i < n; ++i) sums[std::size_t(r)][i] = float(r * 3 + int(i % 7));
-      calls.push_back(coll::iall_reduce(*comms[std::size_t(r)], sums[std::size_t(r)], coll::sum{}));
-      mine[std::size_t(r)] = {r, -r, r * r};  // a call's buffers stay the caller's until it is done
-      calls.push_back(coll::iall_gather(*comms[std::size_t(r)], mine[std::size_t(r)], gathered[std::size_t(r)]));
-    }
-    int rounds = 0;
-    for (bool all_done = false; !all_done && rounds < 100'000; ++rounds) {
-      all_done = true;
-      for (auto& call : calls) all_done &= call.test();
-    }
-    CHECK(rounds < 100'000);
-    std::vector<float> expected(n);
-    for (std::size_t i = 0; i < n; ++i)
-      for (int r = 0; r < p; ++r) expected[i] += float(r * 3 + int(i % 7));
-    std::vector<int> all(p * 3);
-    for (int r = 0; r < p; ++r) all[std::size_t(r) * 3] = r, all[std::size_t(r) * 3 + 1] = -r, all[std::size_t(r) * 3 + 2] = r * r;
-    for (int r = 0; r < p; ++r) {
-      INFO("rank ", r);
-      CHECK(sums[std::size_t(r)] == expected);
-      CHECK(gathered[std::size_t(r)] == all);
-    }
+    step_64_ranks<coll::inproc>(checked);
+    INFO("over a transport that does not say its hosts");
+    step_64_ranks<always_awake>(checked);
   }
+}
+
+TEST_CASE("a blocking call waits for the hosts' exchange that a started call began") {
+  // The started all_reduce begins the exchange as its first stage; the blocking
+  // all_reduce after it, which plans by the hosts too, advances it to its end instead
+  // of making one of its own, and every rank counts calls alike.
+  coll::inproc_group group(3);
+  std::vector<int> sums(3), maxima(3);
+  std::vector<std::jthread> ranks;
+  for (int r = 0; r < 3; ++r)
+    ranks.emplace_back([&, r] {
+      coll::communicator<always_awake> comm(always_awake(group.transport(r)), 10s);
+      std::vector<int> mine{r + 1};
+      auto sum = coll::iall_reduce(comm, mine, coll::sum{});
+      CHECK(comm.hosts().empty());  // not yet known: the exchange is the started call's stage
+      maxima[std::size_t(r)] = coll::all_reduce(comm, r * 10, coll::max{});
+      CHECK(comm.hosts() == std::vector<int>{0, 0, 0});
+      sum.wait();
+      sums[std::size_t(r)] = mine[0];
+    });
+  ranks.clear();  // joins
+  CHECK(sums == std::vector<int>{6, 6, 6});
+  CHECK(maxima == std::vector<int>{20, 20, 20});
 }
 
 TEST_CASE("a call started without waiting names a rank that made another call, from its call check") {

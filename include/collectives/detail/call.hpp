@@ -6,13 +6,16 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <vector>
 
 #include "../algorithm/automatic.hpp"
 #include "../algorithm/schedule.hpp"
@@ -167,11 +170,11 @@ void run_call(communicator<Tr>& comm, const compact_plan& plan, const call_conte
   });
 }
 
-// Hands a call to the communicator's calls in flight, which run it (first its prologue,
-// if any: the call check) while the caller goes on. Compiled per transport.
+// Hands a call to the communicator's calls in flight, which run it (first its stages,
+// if any: the call check, the hosts) while the caller goes on. Compiled per transport.
 template <transport Tr>
 void start_call(communicator<Tr>& comm, std::shared_ptr<const compact_plan> plan, const call_context& ctx, const void* input, void* output,
-                owned_element_work work, std::unique_ptr<call_prologue> first) {
+                owned_element_work work, call_stages&& first) {
   in_flight_calls& flight = comm.in_flight();
   flight.launch(std::make_shared<started_call<Tr>>(std::move(plan), comm.transport(), input, output, std::move(work), ctx,
                                                    flight.take_kept(), std::move(first)));
@@ -179,12 +182,12 @@ void start_call(communicator<Tr>& comm, std::shared_ptr<const compact_plan> plan
 
 // Runs a plan of this rank to its end, advancing the calls in flight meanwhile; or,
 // when a non-blocking call is starting it (nonblocking.hpp), starts it and returns.
-// `first`: what a started call runs before its own messages (its call check). What
+// `first`: what a started call runs before its own messages (its call check, the
+// hosts' exchange, after which `first.plan` makes the plan where `plan` is null). What
 // is made here per (element type, op) is the element work; the rest is per transport.
 template <class Space, transport Tr, class T, class Op>
 void run_plan(communicator<Tr>& comm, const std::shared_ptr<const compact_plan>& plan, const call_context& ctx,
-              const T* input, T* output, Op& op,
-              std::unique_ptr<call_prologue> first = nullptr) {
+              const T* input, T* output, Op& op, call_stages&& first = {}) {
   static_assert(check_moves_memory<Tr, Space>());
   auto turn = comm.exclusive();  // keeps a progress thread off the transport meanwhile
   if (comm.in_flight().starting()) {
@@ -198,10 +201,11 @@ void run_plan(communicator<Tr>& comm, const std::shared_ptr<const compact_plan>&
 
 // What planning a call needs from its communicator, with the transport's type left
 // behind: the group, the transport's link figures, the plan cache, and the exchanges a
-// call may make first (the call check, now or as the first stage of a call that starts
-// without waiting; the hosts and the link figures, each learned once and kept by the
-// communicator). So plan_call is compiled once per algorithm and kind, whatever the
-// transport, and once in the library for the default algorithm.
+// call may make first (the call check and the hosts, now or as the stages of a call
+// that starts without waiting; the link figures; the hosts and the figures are each
+// learned once and kept by the communicator). So plan_call is compiled once per
+// algorithm and kind, whatever the transport, and once in the library for the default
+// algorithm.
 class call_services {
  public:
   // The communicator's exchanges, as functions of its address.
@@ -209,6 +213,7 @@ class call_services {
     void (*check_same_call)(void* comm, const char* call, const call_signature& mine);
     std::unique_ptr<call_prologue> (*check_later)(void* comm, const char* call, const call_signature& mine);
     std::span<const int> (*hosts)(void* comm, const char* call);
+    std::unique_ptr<hosts_stage> (*hosts_later)(void* comm, const char* call);
     const link_classes& (*link_figures)(void* comm, const char* call);
     bool (*note_algorithm)(void* comm, std::string_view call, const char* algorithm);
   };
@@ -228,6 +233,7 @@ class call_services {
     return exchanges_->check_later(comm_, call, mine);
   }
   std::span<const int> hosts(const char* call) const { return exchanges_->hosts(comm_, call); }
+  std::unique_ptr<hosts_stage> hosts_later(const char* call) const { return exchanges_->hosts_later(comm_, call); }
   const link_classes& link_figures(const char* call) const { return exchanges_->link_figures(comm_, call); }
   bool note_algorithm(std::string_view call, const char* algorithm) const {
     return exchanges_->note_algorithm(comm_, call, algorithm);
@@ -248,6 +254,7 @@ inline constexpr call_services::exchanges exchanges_of{
       return std::make_unique<call_check_stage<Tr>>(*static_cast<communicator<Tr>*>(comm), call, mine);
     },
     [](void* comm, const char* call) { return hosts_of(*static_cast<communicator<Tr>*>(comm), call); },
+    [](void* comm, const char* call) { return hosts_later(*static_cast<communicator<Tr>*>(comm), call); },
     [](void* comm, const char* call) -> const link_classes& {
       return link_classes_of(*static_cast<communicator<Tr>*>(comm), call);
     },
@@ -280,34 +287,74 @@ inline constexpr blocks_per_rank blocks_by_rank_in<kind::all_gather>{.output = t
 template <>
 inline constexpr blocks_per_rank blocks_by_rank_in<kind::all_to_all>{.input = true, .output = true};
 
-// The plan of one call of this rank: the call check, the hosts and link figures the
+// An algorithm that picks among others by the link costs (automatic).
+template <class Algorithm, class Kind>
+inline constexpr bool chooses_by_links = requires(Kind k, const plan_request& r) { Algorithm::chosen_name(k, r); };
+
+// Whether the ranks run on more than one host.
+inline bool spans_hosts(std::span<const int> hosts) {
+  return std::any_of(hosts.begin(), hosts.end(), [&](int h) { return h != hosts[0]; });
+}
+
+// The plan of a call started before the hosts were known, made once they are: `req`
+// with its counts copied, since the caller's may be gone by then. `across`: the
+// figures that cost a call spanning hosts, where they differ from the host's own. The
+// plan is the call's own (the plan cache and the INFO log are the communicator's,
+// which a call in flight does not reach).
+template <class Algorithm, class Kind>
+std::function<std::shared_ptr<const compact_plan>(std::span<const int>)> plan_later(Kind kind, const plan_request& req,
+                                                                                     std::optional<link_costs> across) {
+  return [kind, req, across, counts = std::vector<std::size_t>(req.counts.begin(), req.counts.end()),
+          recv_counts = std::vector<std::size_t>(req.recv_counts.begin(), req.recv_counts.end())](std::span<const int> hosts) {
+    plan_request r = req;
+    r.counts = counts;
+    r.recv_counts = recv_counts;
+    if constexpr (plans_by_hosts<Algorithm, Kind>) r.hosts = hosts;
+    if (across && spans_hosts(hosts)) r.costs = *across;
+    return std::make_shared<const compact_plan>(plan_of<Algorithm>(kind, r), r.rank, r.size);
+  };
+}
+
+// The plan of one call of this rank: the call check, the link figures and hosts the
 // algorithm plans by, and the plan cache. The element type and op enter only through
 // `req` and `op_fingerprint`, and the transport only through `comm`. A plan the cache
-// does not keep goes to `uncached`. With `check_later`, a call that starts without
-// waiting gets its call check there, to run as its first stage, instead of now.
+// does not keep goes to `uncached`. With `later`, for a call that starts without
+// waiting, the call check and the hosts' exchange become the call's first stages
+// instead of running now; where the hosts are not known yet, the plan is made after
+// them (`later->plan`) and the plan returned is null.
 template <class Algorithm, class Kind>
 const std::shared_ptr<const compact_plan>& plan_call(const call_services& comm, const char* call, Kind kind,
                                                     plan_request& req, std::uint64_t op_fingerprint,
-                                                    std::shared_ptr<const compact_plan>& uncached,
-                                                    std::unique_ptr<call_prologue>* check_later) {
+                                                    std::shared_ptr<const compact_plan>& uncached, call_stages* later) {
   req.rank = comm.rank;
   req.size = comm.size;
   req.costs = req.on_host_costs = comm.costs;
   if (comm.checks_calls) {  // all_to_allv's counts differ by rank by design
     const call_signature mine = signature_of(call, req, op_fingerprint, type_fingerprint<Algorithm>(),
                                              !std::is_same_v<Kind, kind::all_to_allv>);
-    if (check_later) *check_later = comm.check_later(call, mine);
+    if (later) later->check = comm.check_later(call, mine);
     else comm.check_same_call(call, mine);
   }
-  if constexpr (plans_by_hosts<Algorithm, Kind>) req.hosts = comm.hosts(call);
-  if constexpr (requires { Algorithm::chosen_name(kind, req); }) {  // it picks by the link costs
-    const link_classes& links = comm.link_figures(call);
-    req.on_host_costs = req.costs = links.on_host;
-    if (!same_figures(links.on_host, links.across_hosts)) {  // the same on every rank
-      const std::span<const int> hosts = comm.hosts(call);
-      if (std::any_of(hosts.begin(), hosts.end(), [&](int h) { return h != hosts[0]; })) req.costs = links.across_hosts;
-    }
+  // An algorithm that chooses picks by the figures of the links the call crosses,
+  // measured (COLLECTIVES_TUNE) by the communicator's first call that chooses, which
+  // waits for that even when it starts without waiting: the one exchange that does.
+  const link_classes* links = nullptr;
+  bool figures_differ = false;  // by class of link: then the call's hosts decide
+  if constexpr (chooses_by_links<Algorithm, Kind>) {
+    links = &comm.link_figures(call);
+    req.on_host_costs = req.costs = links->on_host;
+    figures_differ = !same_figures(links->on_host, links->across_hosts);  // the same on every rank
   }
+  std::span<const int> hosts;
+  if (plans_by_hosts<Algorithm, Kind> || figures_differ) {
+    if (later && (later->hosts = comm.hosts_later(call))) {
+      later->plan = plan_later<Algorithm>(kind, req, figures_differ ? std::optional(links->across_hosts) : std::nullopt);
+      return uncached = nullptr;
+    }
+    hosts = comm.hosts(call);
+  }
+  if constexpr (plans_by_hosts<Algorithm, Kind>) req.hosts = hosts;
+  if (figures_differ && spans_hosts(hosts)) req.costs = links->across_hosts;
   log_algorithm<Algorithm>(comm, call, kind, req);
   if (!plan_cache::keeps(req))
     return uncached = std::make_shared<const compact_plan>(plan_of<Algorithm>(kind, req), req.rank, req.size);
@@ -318,20 +365,20 @@ const std::shared_ptr<const compact_plan>& plan_call(const call_services& comm, 
 #if defined(COLLECTIVES_SEPARATE_COMPILATION)
 // The default algorithm's plans, for every collective, are compiled in the library
 // (impl/src.hpp).
-extern template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::broadcast, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, std::unique_ptr<call_prologue>*);
-extern template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::reduce, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, std::unique_ptr<call_prologue>*);
-extern template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::all_reduce, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, std::unique_ptr<call_prologue>*);
-extern template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::gather, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, std::unique_ptr<call_prologue>*);
-extern template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::gatherv, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, std::unique_ptr<call_prologue>*);
-extern template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::scatter, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, std::unique_ptr<call_prologue>*);
-extern template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::scatterv, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, std::unique_ptr<call_prologue>*);
-extern template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::all_gather, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, std::unique_ptr<call_prologue>*);
-extern template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::all_gatherv, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, std::unique_ptr<call_prologue>*);
-extern template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::reduce_scatter, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, std::unique_ptr<call_prologue>*);
-extern template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::reduce_scatterv, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, std::unique_ptr<call_prologue>*);
-extern template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::all_to_all, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, std::unique_ptr<call_prologue>*);
-extern template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::all_to_allv, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, std::unique_ptr<call_prologue>*);
-extern template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::barrier, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, std::unique_ptr<call_prologue>*);
+extern template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::broadcast, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, call_stages*);
+extern template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::reduce, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, call_stages*);
+extern template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::all_reduce, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, call_stages*);
+extern template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::gather, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, call_stages*);
+extern template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::gatherv, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, call_stages*);
+extern template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::scatter, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, call_stages*);
+extern template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::scatterv, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, call_stages*);
+extern template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::all_gather, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, call_stages*);
+extern template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::all_gatherv, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, call_stages*);
+extern template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::reduce_scatter, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, call_stages*);
+extern template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::reduce_scatterv, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, call_stages*);
+extern template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::all_to_all, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, call_stages*);
+extern template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::all_to_allv, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, call_stages*);
+extern template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::barrier, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, call_stages*);
 #endif
 
 // Plans the call with Algorithm and runs it on this rank.
@@ -344,11 +391,11 @@ void run(communicator<Tr>& comm, const char* call, Kind kind, plan_request req, 
   req.commutative = is_commutative_v<Op>;
   auto turn = comm.exclusive();
   std::shared_ptr<const compact_plan> uncached;  // a plan the cache does not keep: this call's only
-  std::unique_ptr<call_prologue> check;
+  call_stages first;  // a started call's: the call check, the hosts, the plan made after them
   const std::shared_ptr<const compact_plan>& plan = plan_call<Algorithm>(services_of(comm), call, kind, req, type_fingerprint<Op>(), uncached,
-                                              comm.in_flight().starting() ? &check : nullptr);
+                                              comm.in_flight().starting() ? &first : nullptr);
   run_plan<Space>(comm, plan, call_context::starting_at(comm.now(), call, comm.next_call(), comm.timeout()), input, output, op,
-                  std::move(check));
+                  std::move(first));
 }
 
 }  // namespace detail

@@ -1,45 +1,160 @@
 // Which host each rank of a communicator runs on: exchanged once, by the first call
 // whose algorithm needs it (hierarchical, automatic) or that measures link costs, and
 // kept by the communicator. A transport that knows its ranks' hosts (hosts_known_to)
-// needs no exchange.
+// needs no exchange. A call started without waiting runs the exchange as a stage of
+// its own, so that starting it never waits on the network.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <exception>
+#include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../algorithm/direct.hpp"
 #include "../bootstrap/host_identity.hpp"
 #include "../communicator.hpp"
 #include "../config.hpp"
+#include "../error.hpp"
 #include "../log.hpp"
+#include "../runtime/element_work.hpp"
 #include "../runtime/executor_core.hpp"
-#include "call_check.hpp"
-#include "exchange.hpp"
+#include "../runtime/in_flight.hpp"
+#include "../runtime/workspace.hpp"
 
 namespace collectives::detail {
 
 // "2 hosts: 0-1 | 2-3": each host's ranks, consecutive ones as a range, for the INFO log.
 COLLECTIVES_DECL std::string describe_hosts(std::span<const int> hosts);
 
-// Every rank calls this at the same point (inside the same collective call).
+// The exchange's timeout, in the user's words: the call `ctx` names waited for the
+// hosts, and the ranks whose fingerprints did not come (their slots are still zero:
+// the executor cancelled every receive) had not made it.
+COLLECTIVES_DECL error hosts_timed_out(const call_context& ctx, int rank, std::span<const std::uint64_t> all);
+
+// The exchange of every rank's host fingerprint, as steps that never wait: as a
+// stage of the calls started before the hosts were known (all of them wait on this
+// one: it takes one call number, at the first), or run to its end by a blocking call.
+template <class Tr>
+class hosts_exchange {
+ public:
+  hosts_exchange(communicator<Tr>& comm, const char* call)
+      : transport_(comm.transport()), rank_(comm.rank()), all_(std::size_t(comm.size())),
+        plan_(plan_of<direct>(kind::all_gather{}, {.rank = comm.rank(), .size = comm.size(), .count = 1}), comm.rank(),
+              comm.size()),
+        ctx_(call_context::starting_at(comm.now(), call, comm.next_call(), comm.timeout())),
+        core_(plan_, comm.transport(), &mine_, all_.data(), work_, room_) {
+    core_.start();
+  }
+  hosts_exchange(const hosts_exchange&) = delete;
+  hosts_exchange& operator=(const hosts_exchange&) = delete;
+  ~hosts_exchange() {
+    if (hosts_.empty() && !failure_) core_.abandon();  // no message lands here later
+  }
+
+  // True once every rank's host is known; throws the exchange's failure, to every
+  // call that waits on it. Past its deadline it fails with errc::timeout.
+  bool advance() {
+    if (failure_) std::rethrow_exception(failure_);
+    if (!hosts_.empty()) return true;
+    try {
+      if (core_.advance(ctx_)) {
+        hosts_ = bootstrap::number_hosts(std::span<const std::uint64_t>(all_));
+        return true;
+      }
+      if (now_of(transport_) >= ctx_.until) fail_timed_out();
+    } catch (...) {
+      failure_ = std::current_exception();
+      throw;
+    }
+    return false;
+  }
+
+  // To its end, advancing the communicator's calls in flight meanwhile.
+  void run(communicator<Tr>& comm) {
+    while (!advance()) {
+      if (comm.progress_in_flight()) continue;
+      if (now_of(transport_) >= ctx_.until || !transport_.wait_for_activity(ctx_.until)) fail_timed_out();
+    }
+  }
+
+  const std::vector<int>& hosts() const noexcept { return hosts_; }
+  std::size_t finished() const noexcept { return core_.finished(); }
+  [[noreturn]] void fail_timed_out() {
+    try {
+      core_.fail(hosts_timed_out(ctx_, rank_, all_));
+    } catch (...) {
+      failure_ = std::current_exception();
+      throw;
+    }
+  }
+
+ private:
+  Tr& transport_;
+  int rank_;
+  std::uint64_t mine_ = bootstrap::host_fingerprint() | 1;  // never 0: a slot still 0 has not come
+  std::vector<std::uint64_t> all_;
+  compact_plan plan_;
+  call_context ctx_;
+  moved_bytes_work work_{sizeof(std::uint64_t)};
+  executor_workspace<typename Tr::request> room_;
+  executor_core<Tr> core_;
+  std::vector<int> hosts_;  // each rank's host, once they are all in
+  std::exception_ptr failure_;
+};
+
+// The exchange as a stage of one started call (runtime/in_flight.hpp).
+template <class Tr>
+class hosts_exchange_stage final : public hosts_stage {
+ public:
+  explicit hosts_exchange_stage(std::shared_ptr<hosts_exchange<Tr>> exchange) : exchange_(std::move(exchange)) {}
+  bool advance() override { return exchange_->advance(); }
+  std::size_t finished() const noexcept override { return exchange_->finished(); }
+  [[noreturn]] void fail_timed_out() override { exchange_->fail_timed_out(); }
+  void abandon() noexcept override {}  // the exchange cancels its messages when the last call that waits on it goes
+  std::span<const int> hosts() const noexcept override { return exchange_->hosts(); }
+
+ private:
+  std::shared_ptr<hosts_exchange<Tr>> exchange_;
+};
+
+// What the transport knows or an earlier exchange learned; empty if neither.
 template <transport Tr>
-std::span<const int> hosts_of(communicator<Tr>& comm, const char* call) {
+std::vector<int>& known_hosts(communicator<Tr>& comm) {
   auto& known = comm.hosts();
   if (!known.empty()) return known;
   known = hosts_known_to(comm.transport());
-  if (known.empty()) {
-    const std::uint64_t mine = bootstrap::host_fingerprint();
-    std::vector<std::uint64_t> all(static_cast<std::size_t>(comm.size()));
-    const schedule plan = plan_of<direct>(kind::all_gather{}, {.rank = comm.rank(), .size = comm.size(), .count = 1});
-    exchange(comm, plan, &mine, all.data(), sizeof mine,
-             call_context::starting_at(comm.now(), call, comm.next_call(), comm.timeout()));
-    known = bootstrap::number_hosts(std::span<const std::uint64_t>(all));
-  }
-  if (comm.rank() == 0 && log::enabled(log::level::info)) log::info("rank 0: " + describe_hosts(known));
+  auto& pending = comm.pending_hosts();
+  if (known.empty() && pending && !pending->hosts().empty()) known = std::exchange(pending, nullptr)->hosts();
+  if (!known.empty() && comm.rank() == 0 && log::enabled(log::level::info)) log::info("rank 0: " + describe_hosts(known));
   return known;
+}
+
+// Every rank calls this at the same point (inside the same collective call), and
+// waits for the exchange if it takes one.
+template <transport Tr>
+std::span<const int> hosts_of(communicator<Tr>& comm, const char* call) {
+  if (!comm.hosts().empty()) return comm.hosts();  // every call after the first
+  auto& known = known_hosts(comm);
+  if (!known.empty()) return known;
+  auto& pending = comm.pending_hosts();
+  if (!pending) pending = std::make_shared<hosts_exchange<Tr>>(comm, call);
+  const auto exchange = pending;  // the calls it runs meanwhile may take it from the communicator
+  exchange->run(comm);
+  return known_hosts(comm);
+}
+
+// For a call that starts without waiting: null where the hosts are known, else the
+// exchange as the call's stage (the one already running, if an earlier call started it).
+template <transport Tr>
+std::unique_ptr<hosts_stage> hosts_later(communicator<Tr>& comm, const char* call) {
+  if (!comm.hosts().empty() || !known_hosts(comm).empty()) return nullptr;
+  auto& pending = comm.pending_hosts();
+  if (!pending) pending = std::make_shared<hosts_exchange<Tr>>(comm, call);
+  return std::make_unique<hosts_exchange_stage<Tr>>(pending);
 }
 
 }  // namespace collectives::detail

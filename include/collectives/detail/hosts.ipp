@@ -1,5 +1,5 @@
-// The hosts' numbers and their log line (hosts.hpp): inline in header-only use, compiled
-// once into collectives::compiled with COLLECTIVES_SEPARATE_COMPILATION.
+// The hosts' log line and their exchange's timeout (hosts.hpp): inline in header-only
+// use, compiled once into collectives::compiled with COLLECTIVES_SEPARATE_COMPILATION.
 #pragma once
 
 #include "hosts.hpp"
@@ -22,6 +22,16 @@ std::string describe_hosts(std::span<const int> hosts) {
     }
   }
   return text;
+}
+
+error hosts_timed_out(const call_context& ctx, int rank, std::span<const std::uint64_t> all) {
+  std::string silent;
+  for (std::size_t q = 0; q < all.size(); ++q)
+    if (all[q] == 0) silent += (silent.empty() ? "" : ", ") + std::to_string(q);
+  return error(errc::timeout, std::string(ctx.name) + ": timed out after " + std::to_string(ctx.timeout_ms) + " ms on rank " +
+                                  std::to_string(rank) + " learning every rank's host (the algorithm plans by them): " +
+                                  (silent.empty() ? "every rank's host arrived too late"
+                                                  : "rank(s) " + silent + " had not made the call"));
 }
 
 }  // namespace collectives::detail

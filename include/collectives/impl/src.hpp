@@ -53,19 +53,19 @@ call_services services_of(communicator<shm>& comm) { return services_of<shm>(com
 call_services services_of(communicator<tcp>& comm) { return services_of<tcp>(comm); }
 call_services services_of(communicator<automatic_transport>& comm) { return services_of<automatic_transport>(comm); }
 
-template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::broadcast, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, std::unique_ptr<call_prologue>*);
-template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::reduce, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, std::unique_ptr<call_prologue>*);
-template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::all_reduce, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, std::unique_ptr<call_prologue>*);
-template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::gather, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, std::unique_ptr<call_prologue>*);
-template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::gatherv, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, std::unique_ptr<call_prologue>*);
-template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::scatter, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, std::unique_ptr<call_prologue>*);
-template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::scatterv, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, std::unique_ptr<call_prologue>*);
-template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::all_gather, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, std::unique_ptr<call_prologue>*);
-template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::all_gatherv, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, std::unique_ptr<call_prologue>*);
-template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::reduce_scatter, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, std::unique_ptr<call_prologue>*);
-template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::reduce_scatterv, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, std::unique_ptr<call_prologue>*);
-template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::all_to_all, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, std::unique_ptr<call_prologue>*);
-template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::all_to_allv, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, std::unique_ptr<call_prologue>*);
-template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::barrier, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, std::unique_ptr<call_prologue>*);
+template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::broadcast, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, call_stages*);
+template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::reduce, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, call_stages*);
+template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::all_reduce, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, call_stages*);
+template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::gather, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, call_stages*);
+template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::gatherv, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, call_stages*);
+template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::scatter, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, call_stages*);
+template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::scatterv, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, call_stages*);
+template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::all_gather, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, call_stages*);
+template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::all_gatherv, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, call_stages*);
+template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::reduce_scatter, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, call_stages*);
+template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::reduce_scatterv, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, call_stages*);
+template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::all_to_all, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, call_stages*);
+template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::all_to_allv, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, call_stages*);
+template const std::shared_ptr<const compact_plan>& plan_call<automatic>(const call_services&, const char*, kind::barrier, plan_request&, std::uint64_t, std::shared_ptr<const compact_plan>&, call_stages*);
 }  // namespace detail
 }  // namespace collectives

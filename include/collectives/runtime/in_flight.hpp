@@ -8,7 +8,10 @@
 #include <atomic>
 #include <cstddef>
 #include <exception>
+#include <functional>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -87,8 +90,9 @@ class in_flight_call {
   std::exception_ptr failure_;
 };
 
-// What a started call runs before its own messages go out (the call check), as steps
-// that never wait, so that starting a call never waits on the network.
+// What a started call runs before its own messages go out (the call check, the
+// hosts' exchange), as steps that never wait, so that starting a call never waits on
+// the network.
 class call_prologue {
  public:
   virtual ~call_prologue() = default;
@@ -96,6 +100,21 @@ class call_prologue {
   virtual std::size_t finished() const noexcept = 0;  // operations done: moves when it advanced
   [[noreturn]] virtual void fail_timed_out() = 0;
   virtual void abandon() noexcept = 0;  // cancels its messages
+};
+
+// The hosts' exchange as a stage: a call whose algorithm plans by hosts, started
+// before the communicator knew them, is planned once they have come.
+class hosts_stage : public call_prologue {
+ public:
+  virtual std::span<const int> hosts() const noexcept = 0;  // once advance() is done
+};
+
+// What a started call runs first, in this order: the call check; the hosts' exchange;
+// then `plan`, given the hosts, makes the call's plan (the call has none until then).
+struct call_stages {
+  std::unique_ptr<call_prologue> check;
+  std::unique_ptr<hosts_stage> hosts;
+  std::function<std::shared_ptr<const compact_plan>(std::span<const int> hosts)> plan;
 };
 
 // An element work that owns its op, as a started call keeps it: the caller's op may be
@@ -126,52 +145,76 @@ class owned_element_work {
   std::unique_ptr<void, void (*)(void*) noexcept> owner_;
 };
 
-// A call run by an executor's core over `transport`, after its prologue if it has one.
+// A call run by an executor's core over `transport`, after its stages if it has any.
 // It owns a copy of its plan and its element work (with its op): the caller's plan
 // cache and arguments may be gone long before it ends. The buffers stay the caller's.
 // Compiled per transport: the element type, op and memory space are its work's.
 template <transport Transport>
 class started_call final : public in_flight_call {
  public:
+  // `plan` is null where `first.plan` makes it, after the hosts' exchange.
   started_call(std::shared_ptr<const compact_plan> plan, Transport& transport, const void* input, void* output,
                owned_element_work work, const call_context& ctx, std::vector<std::shared_ptr<const void>> keep,
-               std::unique_ptr<call_prologue> first = nullptr)
-      : in_flight_call(ctx), transport_(transport), plan_(std::move(plan)), work_(std::move(work)), keep_(std::move(keep)),
-        first_(std::move(first)), core_(*plan_, transport, input, output, work_.get(), room_) {
-    if (!first_) core_.start();
+               call_stages&& first = {})
+      : in_flight_call(ctx), transport_(transport), input_(input), output_(output), plan_(std::move(plan)),
+        work_(std::move(work)), keep_(std::move(keep)), first_(std::move(first)) {
+    if (!first_.check && !first_.hosts) begin();
   }
 
   bool look_for_messages() override { return transport_.wait_for_activity(now()); }
   deadline now() const override { return now_of(transport_); }
 
  private:
-  bool step() override {
-    if (first_) {
-      if (!first_->advance()) return false;
-      first_.reset();
-      core_.start();
+  call_prologue* stage() const noexcept {
+    if (first_.check) return first_.check.get();
+    return first_.hosts.get();
+  }
+
+  // The call's own messages: its plan (made now if it waited for the hosts) and core.
+  void begin() {
+    if (!plan_) {
+      plan_ = first_.plan(first_.hosts->hosts());
+      first_.hosts.reset();
+      first_.plan = nullptr;
     }
-    return core_.advance(ctx_);
+    core_.emplace(*plan_, transport_, input_, output_, work_.get(), room_);
+    core_->start();
+  }
+
+  bool step() override {
+    if (!core_) {
+      if (first_.check) {
+        if (!first_.check->advance()) return false;
+        first_.check.reset();
+      }
+      if (first_.hosts && !first_.hosts->advance()) return false;
+      begin();
+    }
+    return core_->advance(ctx_);
   }
   std::size_t finished_operations() const noexcept override {
-    return first_ ? first_->finished() : core_.finished();
+    if (call_prologue* s = stage()) return s->finished();
+    return core_->finished();
   }
   void give_up_timed_out() override {
-    if (first_) first_->fail_timed_out();
-    core_.fail(error(errc::timeout, core_.timeout_message(ctx_)));
+    if (call_prologue* s = stage()) s->fail_timed_out();
+    core_->fail(error(errc::timeout, core_->timeout_message(ctx_)));
   }
   void cancel() noexcept override {
-    if (first_) first_->abandon();
-    core_.abandon();
+    if (first_.check) first_.check->abandon();
+    if (first_.hosts) first_.hosts->abandon();
+    if (core_) core_->abandon();
   }
 
   Transport& transport_;
+  const void* input_;
+  void* output_;
   std::shared_ptr<const compact_plan> plan_;  // shared with the plan cache, or its own
   owned_element_work work_;
   std::vector<std::shared_ptr<const void>> keep_;  // memory the call reads that the front end made (a copy of the input)
-  std::unique_ptr<call_prologue> first_;
+  call_stages first_;
   executor_workspace<typename Transport::request> room_;
-  executor_core<Transport> core_;
+  std::optional<executor_core<Transport>> core_;  // from the end of the stages on
 };
 
 // A communicator's calls in flight, in the order they started.
