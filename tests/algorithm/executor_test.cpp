@@ -78,15 +78,19 @@ TEST_CASE("the deadline holds even when the transport never stops waking the exe
   const auto waited = coll::clock::now() - start;
   CHECK(waited >= 100ms);
   CHECK(waited < 2s);
-  // A started call whose first stage is the hosts' exchange (the transport does not
-  // say its hosts) ends at its deadline too, and says which call timed out.
-  std::vector<float> data(4, 1.0f);
-  auto handle = coll::iall_reduce(lonely, data, coll::sum{});
-  CHECK_THROWS_WITH_AS(handle.wait(),
-                       doctest::Contains("all_reduce: timed out after 100 ms on rank 0 learning every rank's host (the "
-                                         "algorithm plans by them): rank(s) 1 had not made the call"),
-                       coll::error);
+  // Started calls whose first stage is the hosts' exchange (the transport does not
+  // say its hosts) end at its deadline too: both the call that began it and the one
+  // that waits on it, each saying which call timed out and which rank was missing.
+  std::vector<float> data(4, 1.0f), more(4, 2.0f);
+  auto first = coll::iall_reduce(lonely, data, coll::sum{});
+  auto second = coll::iall_reduce(lonely, more, coll::sum{});
+  for (auto* handle : {&first, &second})
+    CHECK_THROWS_WITH_AS(handle->wait(),
+                         doctest::Contains("all_reduce: timed out after 100 ms on rank 0 learning every rank's host (the "
+                                           "algorithm plans by them): rank(s) 1 had not made the call"),
+                         coll::error);
   CHECK(data == std::vector<float>(4, 1.0f));
+  CHECK(more == std::vector<float>(4, 2.0f));
 }
 
 TEST_CASE("collectives complete on a transport that wakes spuriously") {

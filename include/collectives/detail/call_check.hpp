@@ -18,10 +18,8 @@
 #include "../communicator.hpp"
 #include "../config.hpp"
 #include "../error.hpp"
-#include "../runtime/element_work.hpp"
-#include "../runtime/executor_core.hpp"
 #include "../runtime/in_flight.hpp"
-#include "../runtime/workspace.hpp"
+#include "exchange.hpp"
 
 namespace collectives::detail {
 
@@ -66,52 +64,39 @@ template <transport Tr>
 class call_check_exchange {
  public:
   call_check_exchange(communicator<Tr>& comm, const char* call, const call_signature& mine)
-      : comm_(comm), mine_(mine), all_(std::size_t(comm.size())),
-        plan_(plan_of<direct>(kind::all_gather{}, {.rank = comm.rank(), .size = comm.size(), .count = 1}), comm.rank(),
-              comm.size()),
-        ctx_(call_context::starting_at(comm.now(), call, comm.next_call(), comm.timeout())),
-        core_(plan_, comm.transport(), &mine_, all_.data(), work_, room_) {}
+      : rank_(comm.rank()), mine_(mine), all_(std::size_t(comm.size())),
+        exchange_(comm, plan_of<direct>(kind::all_gather{}, {.rank = comm.rank(), .size = comm.size(), .count = 1}),
+                  &mine_, all_.data(), sizeof(call_signature), call,
+                  [this](const call_context& ctx) { return check_timed_out(ctx, rank_, all_); }) {}
 
   // To its end, advancing the communicator's calls in flight meanwhile.
-  void run() {
-    try {
-      core_.run(ctx_, [&] { return comm_.progress_in_flight(); });
-    } catch (const error& e) {
-      if (e.code() != errc::timeout) throw;
-      throw check_timed_out(ctx_, comm_.rank(), all_);
-    }
-    compare_calls(ctx_.name, comm_.rank(), all_, mine_);
+  void run(communicator<Tr>& comm) {
+    exchange_.run(comm);
+    compare_calls(exchange_.context().name, rank_, all_, mine_);
   }
 
   // As steps (a call that starts without waiting runs it as its first stage).
-  void start() { core_.start(); }
   bool advance() {
-    if (!core_.advance(ctx_)) return false;
-    compare_calls(ctx_.name, comm_.rank(), all_, mine_);
+    if (!exchange_.advance()) return false;
+    compare_calls(exchange_.context().name, rank_, all_, mine_);
     return true;
   }
-  std::size_t finished() const noexcept { return core_.finished(); }
-  [[noreturn]] void fail_timed_out() { core_.fail(check_timed_out(ctx_, comm_.rank(), all_)); }
-  void abandon() noexcept { core_.abandon(); }
+  std::size_t finished() const noexcept { return exchange_.finished(); }
+  [[noreturn]] void fail_timed_out() { exchange_.fail_timed_out(); }
+  void abandon() noexcept { exchange_.abandon(); }
 
  private:
-  communicator<Tr>& comm_;
+  int rank_;
   call_signature mine_;
   std::vector<call_signature> all_;
-  compact_plan plan_;
-  call_context ctx_;
-  moved_bytes_work work_{sizeof(call_signature)};
-  executor_workspace<typename Tr::request> room_;
-  executor_core<Tr> core_;
+  service_exchange<Tr> exchange_;
 };
 
 // The check as the first stage of a call started without waiting (in_flight.hpp).
 template <transport Tr>
 class call_check_stage final : public call_prologue {
  public:
-  call_check_stage(communicator<Tr>& comm, const char* call, const call_signature& mine) : exchange_(comm, call, mine) {
-    exchange_.start();
-  }
+  call_check_stage(communicator<Tr>& comm, const char* call, const call_signature& mine) : exchange_(comm, call, mine) {}
   bool advance() override { return exchange_.advance(); }
   std::size_t finished() const noexcept override { return exchange_.finished(); }
   [[noreturn]] void fail_timed_out() override { exchange_.fail_timed_out(); }
@@ -124,7 +109,7 @@ class call_check_stage final : public call_prologue {
 // Confirms, before the call, that every rank makes the same one.
 template <transport Tr>
 void check_same_call(communicator<Tr>& comm, const char* call, const call_signature& mine) {
-  call_check_exchange<Tr>(comm, call, mine).run();
+  call_check_exchange<Tr>(comm, call, mine).run(comm);
 }
 
 }  // namespace collectives::detail

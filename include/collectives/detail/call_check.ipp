@@ -41,13 +41,10 @@ void compare_calls(const char* call, int rank, std::span<const call_signature> a
 }
 
 error check_timed_out(const call_context& ctx, int rank, std::span<const call_signature> all) {
-  std::string silent;
+  std::vector<int> missing;
   for (std::size_t q = 0; q < all.size(); ++q)
-    if (all[q].call[0] == '\0') silent += (silent.empty() ? "" : ", ") + std::to_string(q);
-  return error(errc::timeout, std::string(ctx.name) + ": timed out after " + std::to_string(ctx.timeout_ms) + " ms on rank " +
-                                  std::to_string(rank) + " in the call check (COLLECTIVES_CHECK_CALLS): " +
-                                  (silent.empty() ? "every rank's call arrived too late"
-                                                  : "rank(s) " + silent + " made no collective call"));
+    if (all[q].call[0] == '\0') missing.push_back(int(q));
+  return exchange_timed_out(ctx, rank, "in the call check (COLLECTIVES_CHECK_CALLS)", missing);
 }
 
 }  // namespace collectives::detail

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <exception>
 #include <memory>
 #include <span>
 #include <string>
@@ -20,10 +19,8 @@
 #include "../config.hpp"
 #include "../error.hpp"
 #include "../log.hpp"
-#include "../runtime/element_work.hpp"
-#include "../runtime/executor_core.hpp"
 #include "../runtime/in_flight.hpp"
-#include "../runtime/workspace.hpp"
+#include "exchange.hpp"
 
 namespace collectives::detail {
 
@@ -42,68 +39,36 @@ template <class Tr>
 class hosts_exchange {
  public:
   hosts_exchange(communicator<Tr>& comm, const char* call)
-      : transport_(comm.transport()), rank_(comm.rank()), all_(std::size_t(comm.size())),
-        plan_(plan_of<direct>(kind::all_gather{}, {.rank = comm.rank(), .size = comm.size(), .count = 1}), comm.rank(),
-              comm.size()),
-        ctx_(call_context::starting_at(comm.now(), call, comm.next_call(), comm.timeout())),
-        core_(plan_, comm.transport(), &mine_, all_.data(), work_, room_) {
-    core_.start();
-  }
-  hosts_exchange(const hosts_exchange&) = delete;
-  hosts_exchange& operator=(const hosts_exchange&) = delete;
-  ~hosts_exchange() {
-    if (hosts_.empty() && !failure_) core_.abandon();  // no message lands here later
-  }
+      : rank_(comm.rank()), all_(std::size_t(comm.size())),
+        exchange_(comm, plan_of<direct>(kind::all_gather{}, {.rank = comm.rank(), .size = comm.size(), .count = 1}),
+                  &mine_, all_.data(), sizeof mine_, call,
+                  [this](const call_context& ctx) { return hosts_timed_out(ctx, rank_, all_); }) {}
 
   // True once every rank's host is known; throws the exchange's failure, to every
-  // call that waits on it. Past its deadline it fails with errc::timeout.
+  // call that waits on it.
   bool advance() {
-    if (failure_) std::rethrow_exception(failure_);
     if (!hosts_.empty()) return true;
-    try {
-      if (core_.advance(ctx_)) {
-        hosts_ = bootstrap::number_hosts(std::span<const std::uint64_t>(all_));
-        return true;
-      }
-      if (now_of(transport_) >= ctx_.until) fail_timed_out();
-    } catch (...) {
-      failure_ = std::current_exception();
-      throw;
-    }
-    return false;
+    if (!exchange_.advance()) return false;
+    hosts_ = bootstrap::number_hosts(std::span<const std::uint64_t>(all_));
+    return true;
   }
 
   // To its end, advancing the communicator's calls in flight meanwhile.
   void run(communicator<Tr>& comm) {
-    while (!advance()) {
-      if (comm.progress_in_flight()) continue;
-      if (now_of(transport_) >= ctx_.until || !transport_.wait_for_activity(ctx_.until)) fail_timed_out();
-    }
+    exchange_.run(comm);
+    advance();
   }
 
   const std::vector<int>& hosts() const noexcept { return hosts_; }
-  std::size_t finished() const noexcept { return core_.finished(); }
-  [[noreturn]] void fail_timed_out() {
-    try {
-      core_.fail(hosts_timed_out(ctx_, rank_, all_));
-    } catch (...) {
-      failure_ = std::current_exception();
-      throw;
-    }
-  }
+  std::size_t finished() const noexcept { return exchange_.finished(); }
+  [[noreturn]] void fail_timed_out() { exchange_.fail_timed_out(); }
 
  private:
-  Tr& transport_;
   int rank_;
   std::uint64_t mine_ = bootstrap::host_fingerprint() | 1;  // never 0: a slot still 0 has not come
   std::vector<std::uint64_t> all_;
-  compact_plan plan_;
-  call_context ctx_;
-  moved_bytes_work work_{sizeof(std::uint64_t)};
-  executor_workspace<typename Tr::request> room_;
-  executor_core<Tr> core_;
+  service_exchange<Tr> exchange_;  // cancels its messages if it goes before it ends
   std::vector<int> hosts_;  // each rank's host, once they are all in
-  std::exception_ptr failure_;
 };
 
 // The exchange as a stage of one started call (runtime/in_flight.hpp).

@@ -25,13 +25,10 @@ std::string describe_hosts(std::span<const int> hosts) {
 }
 
 error hosts_timed_out(const call_context& ctx, int rank, std::span<const std::uint64_t> all) {
-  std::string silent;
+  std::vector<int> missing;
   for (std::size_t q = 0; q < all.size(); ++q)
-    if (all[q] == 0) silent += (silent.empty() ? "" : ", ") + std::to_string(q);
-  return error(errc::timeout, std::string(ctx.name) + ": timed out after " + std::to_string(ctx.timeout_ms) + " ms on rank " +
-                                  std::to_string(rank) + " learning every rank's host (the algorithm plans by them): " +
-                                  (silent.empty() ? "every rank's host arrived too late"
-                                                  : "rank(s) " + silent + " had not made the call"));
+    if (all[q] == 0) missing.push_back(int(q));
+  return exchange_timed_out(ctx, rank, "learning every rank's host (the algorithm plans by them)", missing);
 }
 
 }  // namespace collectives::detail

@@ -24,6 +24,7 @@
 #include "../bootstrap/launcher_job.ipp"
 #include "../detail/call_check.ipp"
 #include "../detail/cost_file.ipp"
+#include "../detail/exchange.ipp"
 #include "../detail/hosts.ipp"
 #include "../detail/measured_costs.ipp"
 #include "../log.ipp"
