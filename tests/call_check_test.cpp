@@ -84,6 +84,17 @@ TEST_CASE("a rank that makes no call: the timeout names the caller's call and th
   }
 }
 
+TEST_CASE("a split that meets another call is named as a split") {
+  // split is an exchange of its own, checked like a collective: the rank that makes
+  // another call is named in the words of the call each rank made.
+  const auto messages = outcome(2, [](comm& c) {
+    if (c.rank() == 0) c.split(0, 0);
+    else coll::barrier(c);
+  });
+  CHECK(messages[0] == "split on rank 0: rank 1 called barrier where this rank called split: call mismatch");
+  CHECK(messages[1] == "barrier on rank 1: rank 0 called split where this rank called barrier: call mismatch");
+}
+
 TEST_CASE("each kind of difference is reported in words") {
   auto first_message = [](auto call) { return outcome(2, call)[0]; };
   CHECK(mentions(first_message([](comm& c) {

@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "algorithm/direct.hpp"
-#include "all_gather.hpp"
 #include "communicator.hpp"
 #include "detail/call_check.hpp"
+#include "detail/exchange.hpp"
 #include "detail/hosts.hpp"
 #include "transport/subgroup.hpp"
 
@@ -36,7 +36,7 @@ struct split_entry {
   std::int32_t color = 0;
   std::int32_t key = 0;
   std::uint32_t next_group_number = 0;
-  std::uint32_t unused = 0;
+  std::uint32_t joined = 0;  // 1 in every entry sent: a slot still 0 had not come
   std::uint64_t host = 0;
 };
 
@@ -48,11 +48,25 @@ using group_communicator = communicator<subgroup<typename detail::job_transport_
 
 namespace detail {
 
+// Every rank's entry, as a call of its own that bears the user's call's name (split or
+// split_by_host), so that its timeout names that call and the ranks that had not made it.
 template <transport Tr>
-std::vector<split_entry> exchange_split_entries(communicator<Tr>& comm, split_entry mine) {
+std::vector<split_entry> exchange_split_entries(communicator<Tr>& comm, split_entry mine, const char* call) {
+  if (comm.checks_calls())  // a rank that calls something else is named as such
+    check_same_call(comm, call, signature_of(call, {.count = 1, .element_size = sizeof mine}, 0, 0, true));
   mine.next_group_number = comm.shared().next_group_number;
+  mine.joined = 1;
   std::vector<split_entry> all(static_cast<std::size_t>(comm.size()));
-  all_gather<direct>(comm, std::span<const split_entry>(&mine, 1), std::span<split_entry>(all));
+  const int rank = comm.rank();
+  const auto timed_out = [&](const call_context& ctx) {
+    std::vector<int> missing;
+    for (std::size_t q = 0; q < all.size(); ++q)
+      if (!all[q].joined) missing.push_back(int(q));
+    return exchange_timed_out(ctx, rank, "forming the groups", missing);
+  };
+  service_exchange<Tr>(comm, plan_of<direct>(kind::all_gather{}, {.rank = rank, .size = comm.size(), .count = 1}), &mine,
+                       all.data(), sizeof mine, call, timed_out)
+      .run(comm);
   return all;
 }
 
@@ -85,14 +99,13 @@ std::optional<group_communicator<Tr>> group_of(communicator<Tr>& comm, const std
 // comm.split(color, key): see communicator.hpp.
 template <transport Tr>
 std::optional<group_communicator<Tr>> split_communicator(communicator<Tr>& comm, int color, int key) {
-  return detail::group_of(comm, detail::exchange_split_entries(comm, {.color = color, .key = key}));
+  return detail::group_of(comm, detail::exchange_split_entries(comm, {.color = color, .key = key}, "split"));
 }
 
 // comm.split_by_host(): every rank gets the group of the ranks on its host.
 template <transport Tr>
 group_communicator<Tr> split_communicator_by_host(communicator<Tr>& comm) {
-  auto all = detail::exchange_split_entries(
-      comm, {.key = comm.rank(), .host = bootstrap::host_fingerprint()});
+  auto all = detail::exchange_split_entries(comm, {.key = comm.rank(), .host = bootstrap::host_fingerprint()}, "split_by_host");
   std::vector<std::uint64_t> fingerprints;
   for (const auto& e : all) fingerprints.push_back(e.host);
   const std::vector<int> hosts = bootstrap::number_hosts(std::span<const std::uint64_t>(fingerprints));  // the color of a rank: its host's number

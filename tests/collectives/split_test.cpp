@@ -6,6 +6,7 @@
 #include <functional>
 #include <numeric>
 #include <optional>
+#include <thread>
 #include <type_traits>
 
 #include <collectives/split.hpp>
@@ -297,6 +298,31 @@ TEST_CASE("split: a group's timeout names the group's call, and the job goes on"
       std::vector<std::int64_t> v{1};
       coll::all_reduce(c, v, coll::sum{});
       return v[0] == p ? "" : "the job's sum after the group's timeout is " + std::to_string(v[0]);
+    });
+  }
+}
+
+TEST_CASE("split: a rank that never calls it is named, in the words of the call the others made") {
+  if (ranks_are_processes()) return;  // the others' messages stay behind in the job's links
+  for (int p : rank_counts) {
+    if (p < 2) continue;
+    on_ranks(p, [&](comm& c) -> std::string {
+      if (c.rank() == p - 1) {  // never calls split, and stays until the others have given up
+        std::this_thread::sleep_for(std::chrono::milliseconds(600));
+        return "";
+      }
+      c.set_timeout(std::chrono::milliseconds(200));
+      try {
+        c.split(0, c.rank());
+        return "a split that a rank never made finished";
+      } catch (const coll::error& e) {
+        const std::string expected = "split: timed out after 200 ms on rank " + std::to_string(c.rank()) +
+                                     " forming the groups: rank(s) " + std::to_string(p - 1) +
+                                     " had not made the call within the timeout";
+        if (e.code() != coll::errc::timeout || !std::string(e.what()).starts_with(expected))
+          return std::string("expected \"") + expected + "\", got \"" + e.what() + "\"";
+      }
+      return "";
     });
   }
 }
