@@ -182,6 +182,17 @@ TEST_CASE("links and the group: departed, lost, broken and aborted, each with it
   CHECK_THROWS_AS(m.post_recv(4, {}, a), coll::error);  // out of range
 }
 
+TEST_CASE("a failure relayed twice names its first reporter once") {
+  // Rank 1 saw rank 0 die and told rank 2, which told rank 3: rank 3 says who saw it.
+  matching_engine<> two(2, 4, early_limits{}), three(3, 4, early_limits{});
+  two.hear(1, {0, true, "lost rank 0: it died"});
+  REQUIRE(two.first_failure());
+  CHECK(two.first_failure()->why == "lost rank 0: it died (reported by rank 1)");
+  three.hear(2, *two.first_failure());
+  REQUIRE(three.first_failure());
+  CHECK(three.first_failure()->why == "lost rank 0: it died (reported by rank 1)");
+}
+
 TEST_CASE("an empty message completes at once; a receive posted after it takes it") {
   matching_engine<> m(0, 2, early_limits{});
   auto r = m.post_recv(1, {6, 0}, {});

@@ -346,10 +346,11 @@ class matching_engine {
   // A peer, `from`, told this rank of its first failure. A rank it says is gone is
   // lost here too (so calls fail now, not when its own link says so); a failure of
   // `from` itself is only remembered, for when it leaves. Word of this rank's own
-  // loss is someone else's broken link, not news.
+  // loss is someone else's broken link, not news. Word passed on names the rank that
+  // saw the failure, once, however many ranks relayed it.
   void hear(int from, failure f) {
     if (f.rank < 0 || f.rank >= size_ || f.rank == rank_) return;
-    if (f.rank != from) f.why += " (reported by rank " + std::to_string(from) + ")";
+    if (f.rank != from && f.why.find(reported_by) == std::string::npos) f.why.append(reported_by).append(std::to_string(from)).append(")");
     if (f.gone) lose(f.rank, std::move(f.why));
     else note_failure(std::move(f));
   }
@@ -443,6 +444,8 @@ class matching_engine {
   }
 
  private:
+  static constexpr std::string_view reported_by = " (reported by rank ";
+
   struct early_message {
     message_tag tag{};
     typename Bytes::buffer storage;
