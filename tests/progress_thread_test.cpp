@@ -164,6 +164,32 @@ TEST_CASE("with a progress thread, a call's deadline and an abort still reach it
   CHECK(aborted == 2);
 }
 
+TEST_CASE("the owner gets the transport inside a round that never runs out of work") {
+  // A large call's round moves for as long as its peers keep up. The owner who asks
+  // for the transport meanwhile gets it at the round's next pass, not at its end.
+  std::atomic<bool> last_round{false};
+  std::atomic<int> rounds_handed_over{0};
+  coll::progress_thread thread([&](coll::handover_request owner_waits) {
+    const auto bound = std::chrono::steady_clock::now() + 10s;  // what a round that never looked would take
+    while (!last_round && std::chrono::steady_clock::now() < bound) {
+      if (owner_waits.raised()) {
+        ++rounds_handed_over;
+        return coll::progress_thread::round::moved;
+      }
+      std::this_thread::yield();  // a pass: more moved
+    }
+    return coll::progress_thread::round::nothing_in_flight;
+  });
+  std::this_thread::sleep_for(20ms);  // the round is under way
+  for (int ask = 0; ask < 3; ++ask) {
+    const auto asked = std::chrono::steady_clock::now();
+    coll::progress_thread::exclusive turn(&thread);
+    CHECK(std::chrono::steady_clock::now() - asked < 5s);
+  }
+  CHECK(rounds_handed_over.load() >= 1);  // the first ask came mid-round; a later one may come between rounds
+  last_round = true;
+}
+
 TEST_CASE("a wait past the call's deadline ends even while the progress thread cannot take its turn") {
   coll::run_ranks(2, [](comm& c) {
     c.start_progress_thread();

@@ -6,7 +6,10 @@
 //   blocking  compute, then the blocking all_reduce: one step without overlap;
 //   overlap   iall_reduce, then the compute loop in `polls` slices with comm.progress()
 //             between them (0: no progress call until the wait), then wait;
-//   thread    the same with no progress call, and a progress thread moving the call.
+//   thread    the same with no progress call, and a progress thread moving the call;
+//   turn      with the progress thread moving the call, how long the rank waits to
+//             start a small call now and then during it (median and largest wait of
+//             the slowest rank): the thread hands the transport over within a pass.
 // hidden = (blocking - overlap) / comm: the fraction of the communication the compute
 // covered (1: all of it). Every all_reduce's result is checked.
 //
@@ -115,6 +118,32 @@ int main(int argc, char** argv) {
   for (int polls : {0, 4, 16, 64}) report(std::to_string(polls) + " progress calls", overlapped(polls));
   comm.start_progress_thread();
   report("a progress thread", overlapped(0));
+  std::vector<double> waits;
+  timed(comm, iterations, [&] {
+    fill();
+    auto h = coll::iall_reduce(comm, data, coll::sum{});
+    constexpr int asks = 16;
+    std::vector<int> small(asks, 1);
+    std::vector<coll::call_handle<coll::automatic_transport>> next;
+    for (int i = 0; i < asks; ++i) {
+      sink += compute(std::max(1L, units / asks), scratch);
+      const bool in_flight = !h.finished();
+      const auto asked = std::chrono::steady_clock::now();
+      next.push_back(coll::iall_reduce(comm, std::span(&small[std::size_t(i)], 1), coll::sum{}));
+      if (in_flight) waits.push_back(seconds(std::chrono::steady_clock::now() - asked).count());
+    }
+    coll::wait_all(std::span(next));
+    h.wait();
+    check();
+    checked_wrong += std::count(small.begin(), small.end(), p) != asks;
+  });
+  const double wait_median = coll::all_reduce(comm, waits.empty() ? 0.0 : median(waits), coll::max{});
+  const double wait_most = coll::all_reduce(comm, waits.empty() ? 0.0 : *std::max_element(waits.begin(), waits.end()), coll::max{});
+  const long asked_in_flight = coll::all_reduce(comm, long(waits.size()), coll::min{});
+  if (comm.rank() == 0)
+    std::cout << "  a small call started while the progress thread moves the iall_reduce waited for its turn: median "
+              << wait_median * 1e6 << " us, at most " << wait_most * 1e6 << " us (" << asked_in_flight
+              << " starts timed on each rank, at least)\n";
   comm.stop_progress_thread();
   if (sink == 42.0f) std::cout << "";  // keeps the compute
   if (checked_wrong != 0) {

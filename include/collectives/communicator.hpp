@@ -343,10 +343,10 @@ template <class Transport>
 void communicator<Transport>::start_progress_thread() {
   auto& shared = transport_.shared();
   if (shared.progress) return;
-  shared.progress = std::make_unique<progress_thread>([&shared] {
+  shared.progress = std::make_unique<progress_thread>([&shared](handover_request owner_waits) {
     if (shared.nothing_in_flight()) return progress_thread::round::nothing_in_flight;
     try {
-      return shared.poll_all() ? progress_thread::round::moved : progress_thread::round::waiting;
+      return shared.poll_all(owner_waits) ? progress_thread::round::moved : progress_thread::round::waiting;
     } catch (...) {  // the transport failed outside any call: every call ends with it, none waits on
       for (auto* calls : shared.calls_in_flight) calls->abandon_all(failure_of(std::current_exception()));
       return progress_thread::round::moved;

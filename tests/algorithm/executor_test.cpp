@@ -1,6 +1,7 @@
 // The executor against transports that behave as the concept allows but no better,
 // and as a simulator will drive it: on a transport's own clock, and one thread
 // stepping every rank.
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <memory>
@@ -232,4 +233,45 @@ TEST_CASE("a call started without waiting names a rank that made another call, f
       }
   CHECK(failures.find("all_reduce on rank 0: rank 1 called all_gather where this rank called all_reduce") != std::string::npos);
   CHECK(data == std::vector<float>(4, 1.0f));  // untouched: the call's own messages never went out
+}
+
+TEST_CASE("an executor asked to hand the transport over returns after each pass, and still finishes") {
+  // A progress thread's round asks this of every call while its owner waits: one pass
+  // over the operations, however many more could move. Two ranks stepped in turn by
+  // one thread, a ring all_reduce in many slices; the same with and without the request.
+  constexpr std::size_t n = 40'000;
+  auto steps_to_finish = [&](coll::handover_request handover) {
+    coll::inproc_group group(2);
+    std::vector<coll::inproc> transports;
+    for (int r = 0; r < 2; ++r) transports.push_back(group.transport(r));
+    std::vector<std::vector<float>> data(2);
+    std::vector<coll::schedule> plans;
+    std::vector<coll::executor_workspace<coll::inproc::request>> rooms(2);
+    coll::sum op;
+    std::vector<std::unique_ptr<coll::executor<coll::inproc, float, coll::sum>>> calls;
+    for (int r = 0; r < 2; ++r) {
+      data[std::size_t(r)].assign(n, float(r + 1));
+      plans.push_back(coll::plan_of<coll::ring>(
+          coll::kind::all_reduce{}, {.rank = r, .size = 2, .count = n, .element_size = sizeof(float), .slice_bytes = 4096}));
+    }
+    for (int r = 0; r < 2; ++r) {
+      float* d = data[std::size_t(r)].data();
+      calls.push_back(std::make_unique<coll::executor<coll::inproc, float, coll::sum>>(
+          plans[std::size_t(r)], transports[std::size_t(r)], coll::call_buffers<float>{d, d}, op, rooms[std::size_t(r)]));
+      calls.back()->start();
+    }
+    const auto ctx = coll::call_context::starting_now("all_reduce", 1, 10s);
+    int steps = 0;
+    for (bool done[2] = {false, false}; !(done[0] && done[1]) && steps < 1'000'000;)
+      for (int r = 0; r < 2; ++r)
+        if (!done[r]) done[r] = calls[std::size_t(r)]->advance(ctx, handover), ++steps;
+    for (auto& d : data) CHECK(d == std::vector<float>(n, 3.0f));
+    return steps;
+  };
+  std::atomic<int> owner_waiting{1};
+  const int asked = steps_to_finish({&owner_waiting}), unasked = steps_to_finish({});
+  CAPTURE(asked);
+  CAPTURE(unasked);
+  CHECK(asked < 1'000'000);
+  CHECK(asked > unasked);  // each step a single pass, where an unasked one runs on while it can
 }

@@ -72,10 +72,11 @@ class executor {
   }
 
   // The call as steps, for a call that runs while its caller does other things:
-  // start() once, then advance() until it returns true. advance() never waits; it
-  // throws the call's failure, after cancelling the call's messages.
+  // start() once, then advance() until it returns true. advance() never waits, and
+  // returns between passes once `handover` is raised; it throws the call's failure,
+  // after cancelling the call's messages.
   void start() { core_.start(); }
-  bool advance(const call_context& ctx) { return core_.advance(ctx); }
+  bool advance(const call_context& ctx, handover_request handover = {}) { return core_.advance(ctx, handover); }
 
   // Gives up the call: its messages are cancelled, so no byte touches its buffers later.
   [[noreturn]] void fail(const error& e) { core_.fail(e); }

@@ -26,6 +26,7 @@
 #include "../memory_space.hpp"
 #include "../trace.hpp"
 #include "compact_plan.hpp"
+#include "handover.hpp"
 #include "element_work.hpp"
 #include "workspace.hpp"
 
@@ -91,10 +92,11 @@ class executor_core {
   }
 
   // The call as steps, for a call that runs while its caller does other things:
-  // start() once, then advance() until it returns true. advance() never waits; it
-  // throws the call's failure, after cancelling the call's messages.
+  // start() once, then advance() until it returns true. advance() never waits, and
+  // returns between passes once `handover` is raised; it throws the call's failure,
+  // after cancelling the call's messages.
   void start();
-  bool advance(const call_context& ctx);
+  bool advance(const call_context& ctx, handover_request handover = {});
 
   // Gives up the call: its messages are cancelled, so no byte touches its buffers later.
   [[noreturn]] void fail(const error& e);
@@ -206,13 +208,13 @@ void executor_core<Transport>::start() {
 }
 
 template <transport Transport>
-bool executor_core<Transport>::advance(const call_context& ctx) {
+bool executor_core<Transport>::advance(const call_context& ctx, handover_request handover) {
   if (tracing_) trace_context_ = &ctx;
   try {
     while (finished_ < plan_.size()) {
       bool progressed = start_ready(ctx);
       progressed |= poll_active();
-      if (!progressed) return false;
+      if (!progressed || handover.raised()) return false;
     }
     // Device steps were only enqueued: the call is done once they are.
     if (work_.device) work_.synchronize(ctx.until);

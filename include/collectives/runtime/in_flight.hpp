@@ -35,11 +35,11 @@ class in_flight_call {
   // One step, which never waits: true when the call moved (or ended). Past its
   // deadline a call that has not finished fails with errc::timeout; any failure is
   // kept for the call's handle, and the call's messages are cancelled.
-  bool advance() noexcept {
+  bool advance(handover_request handover = {}) noexcept {
     if (!running()) return false;
     try {
       const std::size_t before = finished_operations();
-      if (step()) {
+      if (step(handover)) {
         state_.store(state::done, std::memory_order_release);
         return true;
       }
@@ -73,7 +73,7 @@ class in_flight_call {
   const call_context& context() const noexcept { return ctx_; }
 
  protected:
-  virtual bool step() = 0;                                  // the executor's advance
+  virtual bool step(handover_request handover) = 0;         // the executor's advance
   virtual std::size_t finished_operations() const noexcept = 0;
   virtual void give_up_timed_out() = 0;                      // throws errc::timeout
   virtual void cancel() noexcept = 0;
@@ -181,7 +181,7 @@ class started_call final : public in_flight_call {
     core_->start();
   }
 
-  bool step() override {
+  bool step(handover_request handover) override {
     if (!core_) {
       if (first_.check) {
         if (!first_.check->advance()) return false;
@@ -190,7 +190,7 @@ class started_call final : public in_flight_call {
       if (first_.hosts && !first_.hosts->advance()) return false;
       begin();
     }
-    return core_->advance(ctx_);
+    return core_->advance(ctx_, handover);
   }
   std::size_t finished_operations() const noexcept override {
     if (call_prologue* s = stage()) return s->finished();
@@ -226,10 +226,10 @@ class in_flight_calls {
 
   // Advances every call once; true when any of them moved. Calls that ended leave the
   // list (their handles keep them).
-  bool progress() {
+  bool progress(handover_request handover = {}) {
     if (calls_.empty()) return false;
     bool any = false;
-    for (auto& c : calls_) any |= c->advance();
+    for (auto& c : calls_) any |= c->advance(handover);
     std::erase_if(calls_, [](const std::shared_ptr<in_flight_call>& c) { return !c->running(); });
     return any;
   }

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "../config.hpp"
+#include "handover.hpp"
 
 namespace collectives {
 
@@ -23,23 +24,26 @@ class progress_thread {
   // What one round of advancing found.
   enum class round { moved, waiting, nothing_in_flight };
 
-  // `advance` advances every call in flight once; it runs on the thread, under the lock.
-  COLLECTIVES_DECL explicit progress_thread(std::function<round()> advance);
+  // `advance` advances every call in flight once; it runs on the thread, under the
+  // lock, and ends early once the request it is given is raised: the owner waits.
+  COLLECTIVES_DECL explicit progress_thread(std::function<round(handover_request)> advance);
   progress_thread(const progress_thread&) = delete;
   progress_thread& operator=(const progress_thread&) = delete;
   COLLECTIVES_DECL ~progress_thread();
 
   // Held by the owner's thread while it works on the transport or the calls in
   // flight. Recursive, since a non-blocking start runs a blocking front end. The
-  // thread steps aside as soon as an owner waits for it: a mutex is not fair, and a
-  // thread that relocks at once could keep the owner out for as long as calls move.
+  // thread steps aside as soon as an owner waits for it (its round ends at the next
+  // pass), and sleeps until the owner has the lock: a mutex is not fair, and a thread
+  // that relocked at once, or spun beside it, could keep the owner from the lock or
+  // from a core (with more threads than cores, for a scheduler's time slice).
   class exclusive {
    public:
     explicit exclusive(progress_thread* t) : t_(t) {
       if (!t_) return;
       t_->owner_waiting_.fetch_add(1, std::memory_order_relaxed);
       t_->lock_.lock();
-      t_->owner_waiting_.fetch_sub(1, std::memory_order_relaxed);
+      if (t_->owner_waiting_.fetch_sub(1, std::memory_order_relaxed) == 1) t_->owner_waiting_.notify_all();
     }
     exclusive(const exclusive&) = delete;
     exclusive& operator=(const exclusive&) = delete;
@@ -79,7 +83,7 @@ class progress_thread {
   // delay the thread adds to a call and the core it takes from the computation.
   COLLECTIVES_DECL static void back_off(int idle_rounds);
 
-  std::function<round()> advance_;
+  std::function<round(handover_request)> advance_;
   std::recursive_mutex lock_;
   std::atomic<int> owner_waiting_{0};
   std::mutex wake_mutex_;

@@ -6,7 +6,7 @@
 
 namespace collectives {
 
-COLLECTIVES_DECL progress_thread::progress_thread(std::function<round()> advance)
+COLLECTIVES_DECL progress_thread::progress_thread(std::function<round(handover_request)> advance)
     : advance_(std::move(advance)), thread_([this](std::stop_token stop) { loop(stop); }) {}
 
 COLLECTIVES_DECL progress_thread::~progress_thread() {
@@ -29,9 +29,9 @@ COLLECTIVES_DECL void progress_thread::loop(std::stop_token stop) {
     round r;
     {
       std::lock_guard g(lock_);
-      r = advance_();
+      r = advance_({&owner_waiting_});
     }
-    while (owner_waiting_.load(std::memory_order_relaxed) > 0) std::this_thread::yield();
+    for (int waiting; (waiting = owner_waiting_.load(std::memory_order_relaxed)) > 0;) owner_waiting_.wait(waiting);
     switch (r) {
       case round::moved:
         idle_rounds = 0;

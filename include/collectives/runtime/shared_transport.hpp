@@ -31,19 +31,19 @@ struct shared_transport {
   std::vector<in_flight_calls*> calls_in_flight;
 
   // Advances every communicator's calls in flight once; true when any moved.
-  bool progress_all() {
+  bool progress_all(handover_request handover = {}) {
     bool moved = false;
-    for (auto* calls : calls_in_flight) moved |= calls->progress();
+    for (auto* calls : calls_in_flight) moved |= calls->progress(handover);
     return moved;
   }
   // A progress thread's round, or a handle's test: advance, look for messages,
-  // advance until nothing moves. One look for all: it takes the transport's wake-up,
-  // which a call of any of the communicators may be waiting for.
-  bool poll_all() {
-    bool moved = progress_all();
+  // advance until nothing moves or `handover` is raised. One look for all: it takes
+  // the transport's wake-up, which a call of any of the communicators may be waiting for.
+  bool poll_all(handover_request handover = {}) {
+    bool moved = progress_all(handover);
     const auto busy = std::find_if(calls_in_flight.begin(), calls_in_flight.end(), [](auto* c) { return !c->empty(); });
     if (busy != calls_in_flight.end()) moved |= (*busy)->look_for_messages();
-    while (progress_all()) moved = true;
+    while (!handover.raised() && progress_all(handover)) moved = true;
     return moved;
   }
   bool nothing_in_flight() const {
