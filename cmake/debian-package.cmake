@@ -16,9 +16,15 @@ set(collectives_deb_depends "")
 if(collectives_has_tcp)
   set(collectives_deb_depends "libboost-dev (>= 1.74)" libssl-dev)
 endif()
+# The parts a program asks for by name: what their CMake and pkg-config files look for.
+set(collectives_deb_suggests "")
 if(collectives_has_cuda)
-  set(CPACK_DEBIAN_PACKAGE_SUGGESTS "nvidia-cuda-toolkit")
+  list(APPEND collectives_deb_suggests nvidia-cuda-toolkit)
 endif()
+if(collectives_has_hwloc)
+  list(APPEND collectives_deb_suggests libhwloc-dev)
+endif()
+list(JOIN collectives_deb_suggests ", " CPACK_DEBIAN_PACKAGE_SUGGESTS)
 # The programs' own libraries (libc, libstdc++, libcrypto): with their versions where
 # dpkg-shlibdeps (dpkg-dev) is there to read them, else by name.
 find_program(collectives_dpkg_shlibdeps dpkg-shlibdeps)

@@ -3,7 +3,7 @@
 # is there, then builds and runs programs outside the project against it: through
 # find_package (with and without each component) and through pkg-config.
 # Inputs: BUILD_DIR, SOURCE (this folder), WORK_DIR, CXX, CPACK, VERSION, HAS_TCP, HAS_RDMA,
-# HAS_CUDA, HAS_BENCH.
+# HAS_CUDA, HAS_HWLOC, HAS_BENCH.
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
 function(run)
@@ -43,6 +43,10 @@ if(MODE STREQUAL "deb")
     string(REGEX MATCH "\n *Depends: [^\n]*" depends "${control}")
     expect_in("${depends}" "Depends" "libboost-dev (>= 1.74)" "libssl-dev")
   endif()
+  if(HAS_HWLOC)
+    string(REGEX MATCH "\n *Suggests: [^\n]*" suggests "${control}")
+    expect_in("${suggests}" "Suggests" "libhwloc-dev")
+  endif()
   run(${DPKG_DEB} -x ${debs} ${WORK_DIR}/root)
   set(prefix ${WORK_DIR}/root/usr)
 else()
@@ -64,12 +68,15 @@ endif()
 if(HAS_CUDA AND HAS_BENCH)
   list(APPEND wanted_files bin/collectives-perf-cuda)
 endif()
+if(HAS_HWLOC)
+  list(APPEND wanted_files share/pkgconfig/collectives-hwloc.pc)
+endif()
 foreach(file IN LISTS wanted_files)
   if(NOT EXISTS ${prefix}/${file})
     message(FATAL_ERROR "not installed: ${file}")
   endif()
 endforeach()
-foreach(part Tcp Cuda)
+foreach(part Tcp Cuda Hwloc)
   string(TOUPPER ${part} has)
   set(targets_file collectives${part}Targets.cmake)
   if(HAS_${has} AND NOT config_files MATCHES "/${targets_file}")
@@ -96,8 +103,8 @@ else()
 endif()
 
 # find_package: a host-only program needs no CUDA (CUDAToolkit hidden here; CMake
-# warns that the setting went unused, as nothing looked for CUDA), and the TCP consumer
-# runs under the installed launcher. No build type: the check is that the package's
+# warns that the setting went unused, as nothing looked for CUDA), the TCP consumer
+# runs under the installed launcher, and the hwloc consumer reads the topology with hwloc. No build type: the check is that the package's
 # targets bring what a program needs, which optimizing would only make slower to see.
 set(consumer_options -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_CXX_COMPILER=${CXX}
     -DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON)
@@ -105,11 +112,15 @@ set(with_tcp OFF)
 if(HAS_TCP AND NOT MODE STREQUAL "deb")  # the deb check leaves the slow TCP build to this one
   set(with_tcp ON)
 endif()
-run(${CMAKE_COMMAND} -S ${SOURCE} -B ${WORK_DIR}/build ${consumer_options} -DWITH_TCP=${with_tcp})
+run(${CMAKE_COMMAND} -S ${SOURCE} -B ${WORK_DIR}/build ${consumer_options} -DWITH_TCP=${with_tcp}
+    -DWITH_HWLOC=${HAS_HWLOC})
 run(${CMAKE_COMMAND} --build ${WORK_DIR}/build)
 run(${WORK_DIR}/build/consumer)
 if(with_tcp)
   run(${prefix}/bin/collectives-run -n 2 --timeout 60 ${WORK_DIR}/build/tcp_consumer_compiled)
+endif()
+if(HAS_HWLOC)
+  run(${WORK_DIR}/build/hwloc_consumer)
 endif()
 
 # Components, configured only (from the install tree: the .deb holds the same package
@@ -134,8 +145,9 @@ function(components name failure)
   set(out "${out}" PARENT_SCOPE)
 endfunction()
 if(NOT MODE STREQUAL "deb")
-  # Nothing named: core and tcp; CUDA never looked for, even where it is, nor libfabric.
-  components(default "" -DNOT_LOOKED_FOR=CUDAToolkit,LIBFABRIC)
+  # Nothing named: core and tcp; CUDA never looked for, even where it is, nor libfabric
+  # or hwloc.
+  components(default "" -DNOT_LOOKED_FOR=CUDAToolkit,LIBFABRIC,HWLOC)
   if(HAS_TCP)
     expect_in("${out}" "components default" "component tcp: found 'TRUE', target YES")
   endif()
@@ -181,6 +193,14 @@ if(NOT MODE STREQUAL "deb")
                 "component cuda: found 'TRUE', target YES")
     endif()
   endif()
+  if(HAS_HWLOC)  # hwloc alone: neither Boost nor CUDA; without pkg-config it fails and says why
+    components(hwloc "" -DREQUIRED_COMPONENTS=hwloc -DNOT_LOOKED_FOR=CUDAToolkit,Boost,OpenSSL,LIBFABRIC)
+    expect_in("${out}" "components hwloc" "component hwloc: found 'TRUE', target YES" "component tcp: found '', target NO")
+    components(hwloc_without_pkg_config "collectives::hwloc needs hwloc (libhwloc-dev) and pkg-config"
+               -DREQUIRED_COMPONENTS=hwloc -DCMAKE_DISABLE_FIND_PACKAGE_PkgConfig=ON)
+  else()
+    components(hwloc "this copy of collectives was built without collectives::hwloc" -DREQUIRED_COMPONENTS=hwloc)
+  endif()
   components(unknown "there is no component named nosuch" -DREQUIRED_COMPONENTS=nosuch)
 endif()
 
@@ -189,32 +209,38 @@ find_program(PKG_CONFIG pkg-config)
 if(NOT PKG_CONFIG)
   message(FATAL_ERROR "no pkg-config here (Debian: pkgconf; scripts/install-deps.sh installs it)")
 endif()
-set(pc_module collectives)
-set(pc_source consumer.cpp)
+set(pc_programs collectives:consumer.cpp)
 if(with_tcp)
-  set(pc_module collectives-tcp)
-  set(pc_source tcp_consumer.cpp)
+  set(pc_programs collectives-tcp:tcp_consumer.cpp)
 endif()
-execute_process(COMMAND ${CMAKE_COMMAND} -E env PKG_CONFIG_PATH=${prefix}/share/pkgconfig
-                        ${PKG_CONFIG} --cflags --libs ${pc_module}
-                OUTPUT_VARIABLE pc_flags OUTPUT_STRIP_TRAILING_WHITESPACE COMMAND_ERROR_IS_FATAL ANY)
-message(STATUS "pkg-config --cflags --libs ${pc_module}: ${pc_flags}")
-separate_arguments(pc_flags UNIX_COMMAND "${pc_flags}")
-if(MODE STREQUAL "deb")
-  # The .deb holds the same .pc files as the install tree, whose check compiles with
-  # them: here, that their include folder is the unpacked tree's.
-  list(FILTER pc_flags INCLUDE REGEX "^-I")
-  list(TRANSFORM pc_flags REPLACE "^-I" "")
-  list(GET pc_flags 0 pc_include)
-  file(REAL_PATH "${pc_include}" pc_include)
-  file(REAL_PATH "${prefix}/include" unpacked_include)
-  if(NOT pc_include STREQUAL unpacked_include OR NOT EXISTS ${pc_include}/collectives/collectives.hpp)
-    message(FATAL_ERROR "pkg-config's include folder is '${pc_flags}', not the unpacked ${prefix}/include")
+if(HAS_HWLOC)
+  list(APPEND pc_programs collectives-hwloc:hwloc_consumer.cpp)
+endif()
+foreach(program IN LISTS pc_programs)
+  string(REPLACE ":" ";" program "${program}")
+  list(GET program 0 pc_module)
+  list(GET program 1 pc_source)
+  execute_process(COMMAND ${CMAKE_COMMAND} -E env PKG_CONFIG_PATH=${prefix}/share/pkgconfig
+                          ${PKG_CONFIG} --cflags --libs ${pc_module}
+                  OUTPUT_VARIABLE pc_flags OUTPUT_STRIP_TRAILING_WHITESPACE COMMAND_ERROR_IS_FATAL ANY)
+  message(STATUS "pkg-config --cflags --libs ${pc_module}: ${pc_flags}")
+  separate_arguments(pc_flags UNIX_COMMAND "${pc_flags}")
+  if(MODE STREQUAL "deb")
+    # The .deb holds the same .pc files as the install tree, whose check compiles with
+    # them: here, that their include folder is the unpacked tree's.
+    list(FILTER pc_flags INCLUDE REGEX "^-I")
+    list(TRANSFORM pc_flags REPLACE "^-I" "")
+    list(GET pc_flags 0 pc_include)
+    file(REAL_PATH "${pc_include}" pc_include)
+    file(REAL_PATH "${prefix}/include" unpacked_include)
+    if(NOT pc_include STREQUAL unpacked_include OR NOT EXISTS ${pc_include}/collectives/collectives.hpp)
+      message(FATAL_ERROR "pkg-config's include folder is '${pc_flags}', not the unpacked ${prefix}/include")
+    endif()
+  else()
+    run(${CXX} -std=c++20 ${SOURCE}/${pc_source} -o ${WORK_DIR}/pkg_config_${pc_module} ${pc_flags})
+    run(${prefix}/bin/collectives-run -n 2 --timeout 60 ${WORK_DIR}/pkg_config_${pc_module})
   endif()
-else()
-  run(${CXX} -std=c++20 ${SOURCE}/${pc_source} -o ${WORK_DIR}/pkg_config_consumer ${pc_flags})
-  run(${prefix}/bin/collectives-run -n 2 --timeout 60 ${WORK_DIR}/pkg_config_consumer)
-endif()
+endforeach()
 
 # The installed perf program, as a job of one rank.
 if(HAS_TCP AND HAS_BENCH)
