@@ -83,6 +83,20 @@ class error : public std::system_error {
   error(errc code, const std::string& what) : std::system_error(make_error_code(code), what) {}
 };
 
+namespace detail {
+
+// The ranks of 0 .. size-1 that `missing(rank)` picks, as the timeout messages list the
+// ranks that had not come after "rank(s) ": "1, 2" (empty when it picks none).
+template <class Missing>
+std::string ranks_missing(int size, Missing missing) {
+  std::string ranks;
+  for (int q = 0; q < size; ++q)
+    if (missing(q)) ranks += (ranks.empty() ? "" : ", ") + std::to_string(q);
+  return ranks;
+}
+
+}  // namespace detail
+
 }  // namespace collectives
 
 template <>

@@ -59,10 +59,8 @@ std::vector<split_entry> exchange_split_entries(communicator<Tr>& comm, split_en
   std::vector<split_entry> all(static_cast<std::size_t>(comm.size()));
   const int rank = comm.rank();
   const auto timed_out = [&](const call_context& ctx) {
-    std::vector<int> missing;
-    for (std::size_t q = 0; q < all.size(); ++q)
-      if (!all[q].joined) missing.push_back(int(q));
-    return exchange_timed_out(ctx, rank, "forming the groups", missing);
+    return exchange_timed_out(ctx, rank, "forming the groups",
+                              ranks_missing(int(all.size()), [&](int q) { return !all[std::size_t(q)].joined; }));
   };
   service_exchange<Tr>(comm, plan_of<direct>(kind::all_gather{}, {.rank = rank, .size = comm.size(), .count = 1}), &mine,
                        all.data(), sizeof mine, call, timed_out)

@@ -6,19 +6,10 @@ set -u
 launcher=$1
 case_name=$2
 segment_prefix_tool=${3:-}
-unset MASTER_ADDR MASTER_PORT COLLECTIVES_JOB_TOKEN RANK WORLD_SIZE COLLECTIVES_TRANSPORT COLLECTIVES_RUN_KEEP_SHM
-work=$(mktemp -d)
+source "$(dirname "$0")/common.sh"
+unset COLLECTIVES_TRANSPORT COLLECTIVES_RUN_KEEP_SHM
 made_in_shm=()  # files this test put in /dev/shm, removed at exit whatever happens
-trap 'rm -rf "$work"; rm -f -- "${made_in_shm[@]}"' EXIT
-out=$work/out
-err=$work/err
-
-fail() {
-  echo "FAIL ($case_name): $*"
-  echo "--- launcher stdout:"; head -c 2000 "$out"
-  echo "--- launcher stderr:"; head -c 2000 "$err"
-  exit 1
-}
+at_exit 'rm -f -- "${made_in_shm[@]}"'
 
 now() { date +%s.%N; }
 
@@ -374,6 +365,4 @@ test_all_succeed() {
   expect_empty "$err"
 }
 
-[[ $(type -t "test_$case_name") == function ]] || { echo "no test case '$case_name'"; exit 1; }
-"test_$case_name"
-echo "PASS ($case_name)"
+run_case

@@ -8,17 +8,15 @@
 set -uo pipefail
 
 program=$1
-case=$2
-work=$(mktemp -d)
-out=$work/out
-err=$work/err
+case_name=$2
+source "$(dirname "$0")/common.sh"
 daemons=()  # pid files of what this script started
 
 # Whether process $1 is there and not a zombie.
 alive() { [[ -r /proc/$1/stat ]] && [[ $(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null) != Z ]]; }
 
 # The daemons, last started first: SIGTERM, then SIGKILL after 5 s.
-cleanup() {
+stop_daemons() {
   local i pid tries
   for (( i = ${#daemons[@]} - 1; i >= 0; i-- )); do
     [[ -s ${daemons[i]} ]] || continue
@@ -27,23 +25,8 @@ cleanup() {
     for tries in $(seq 50); do alive "$pid" || break; sleep 0.1; done
     alive "$pid" && kill -KILL "$pid" 2>/dev/null
   done
-  rm -rf "$work"
 }
-trap cleanup EXIT
-
-fail() {
-  echo "FAIL ($case): $*"
-  echo "--- stdout:"; head -c 4000 "$out"
-  echo "--- stderr:"; head -c 4000 "$err"
-  exit 1
-}
-skip() {
-  echo "SKIP ($case): $*"
-  exit 77
-}
-
-# None of the variables that would tell the ranks where to meet, or the token.
-unset MASTER_ADDR MASTER_PORT COLLECTIVES_STORE_DIR COLLECTIVES_JOB_TOKEN RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE
+at_exit stop_daemons
 
 # Runs the launcher command (at most 60 s); status is its exit status.
 run() {
@@ -174,7 +157,7 @@ slurm() {
 # The TCP store at a derived place: the port from the job id (MASTER_ADDR given), then
 # the address from the node list (MASTER_PORT given; the node's name must resolve).
 # Without a token, rank 0 alone says that the public one is used.
-slurm_tcp() {
+test_slurm_tcp() {
   local before
   start_slurm
   before=$(private_directories)
@@ -186,14 +169,11 @@ slurm_tcp() {
   expect_good_job 3 "$before"
 }
 
-case $case in
-  hydra_4) hydra 4 ;;
-  hydra_3) hydra 3 ;;
-  open_mpi_4) open_mpi 4 ;;
-  open_mpi_3) open_mpi 3 ;;
-  slurm_4) slurm 4 ;;
-  slurm_3) slurm 3 ;;
-  slurm_tcp) slurm_tcp ;;
-  *) echo "unknown case $case"; exit 2 ;;
-esac
-echo "PASS ($case)"
+test_hydra_4() { hydra 4; }
+test_hydra_3() { hydra 3; }
+test_open_mpi_4() { open_mpi 4; }
+test_open_mpi_3() { open_mpi 3; }
+test_slurm_4() { slurm 4; }
+test_slurm_3() { slurm 3; }
+
+run_case

@@ -9,18 +9,8 @@ set -u
 launcher=$1
 case_name=$2
 program=${3:-}
-unset MASTER_ADDR MASTER_PORT COLLECTIVES_JOB_TOKEN RANK WORLD_SIZE COLLECTIVES_TRANSPORT COLLECTIVES_DEBUG
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-out=$work/out
-err=$work/err
-
-fail() {
-  echo "FAIL ($case_name): $*"
-  echo "--- stdout:"; head -c 3000 "$out"
-  echo "--- stderr:"; head -c 3000 "$err"
-  exit 1
-}
+source "$(dirname "$0")/common.sh"
+unset COLLECTIVES_TRANSPORT COLLECTIVES_DEBUG
 
 # How many cpus a list such as "0-3,8" names.
 count_cpus() {
@@ -56,8 +46,7 @@ test_tools() {
   grep -q "ranks outnumber the $cores cores" "$err" || fail "no 'ranks outnumber the $cores cores'"
 
   if ! command -v hwloc-calc >/dev/null; then
-    echo "SKIP ($case_name): hwloc-calc not found (Debian package hwloc-nox); nproc and sysfs agree"
-    exit 77
+    skip "hwloc-calc not found (Debian package hwloc-nox); nproc and sysfs agree"
   fi
   local hwloc_cores hwloc_threads
   hwloc_cores=$(hwloc-calc --number-of core all) || fail "hwloc-calc failed"
@@ -81,5 +70,4 @@ test_info_log() {
   echo "logged: $line"
 }
 
-"test_$case_name"
-echo "PASS ($case_name)"
+run_case

@@ -8,23 +8,18 @@
 set -u
 examples=$1
 case_name=$2
-unset RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE MASTER_ADDR MASTER_PORT COLLECTIVES_STORE_DIR COLLECTIVES_TRANSPORT
-unset TORCHELASTIC_RUN_ID TORCHELASTIC_USE_AGENT_STORE TORCHELASTIC_RESTART_COUNT
-if ! torchrun=$(command -v torchrun); then
-  echo "SKIPPED: torchrun is not installed (on Debian 12: apt-get install python3-torch)"
-  exit 77
-fi
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+source "$(dirname "$0")/common.sh"
+unset COLLECTIVES_TRANSPORT TORCHELASTIC_RUN_ID TORCHELASTIC_USE_AGENT_STORE TORCHELASTIC_RESTART_COUNT
+torchrun=$(command -v torchrun) || skip "torchrun is not installed (on Debian 12: apt-get install python3-torch)"
 export COLLECTIVES_JOB_TOKEN=torchrun-test-$$-$RANDOM
 
-fail() {
-  echo "FAIL ($case_name): $*"
+# What fail shows: the end of each job's output (torchrun's and its ranks', together).
+show_output() {
+  local f
   for f in "$work"/*.out; do
     echo "--- $(basename "$f"):"
     tail -c 3000 "$f"
   done
-  exit 1
 }
 
 # A port nothing listens on now, from the kernel (bash has no other way to ask).
@@ -132,5 +127,4 @@ test_two_nodes_other_token() {
   if grep -q '^\[default0\]:.*serial sum' "$work"/node*.out; then fail "a rank printed a result"; fi
 }
 
-"test_$case_name"
-echo "PASS ($case_name)"
+run_case

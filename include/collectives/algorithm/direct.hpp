@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
 #include <vector>
 
 #include "../concepts/algorithm.hpp"
@@ -97,7 +98,7 @@ struct direct {
     return r.costs.latency_s + (r.size - 1) * (r.costs.per_message_s + bytes * r.costs.seconds_per_byte);
   }
 
-  using counts_t = std::vector<std::size_t>;
+  using counts_t = std::span<const std::size_t>;
 
   // Receives every other rank's part into its own scratch slot; [q] is the receive
   // from rank q (no_dependency for this rank). `size_of(q)` is the part's element count.
@@ -128,7 +129,7 @@ struct direct {
     return req.finalize ? s.finalize(dst, {combined}) : combined;
   }
 
-  static schedule reduce_scatter(const plan_request& req, const counts_t& counts) {
+  static schedule reduce_scatter(const plan_request& req, counts_t counts) {
     const auto displ = plan::displacements(counts);
     const int r = req.rank;
     schedule s;
@@ -141,7 +142,7 @@ struct direct {
     return s;
   }
 
-  static schedule all_gather(const plan_request& req, const counts_t& counts) {
+  static schedule all_gather(const plan_request& req, counts_t counts) {
     const auto displ = plan::displacements(counts);
     const int r = req.rank;
     schedule s;
@@ -155,7 +156,7 @@ struct direct {
     return s;
   }
 
-  static schedule gather(const plan_request& req, const counts_t& counts) {
+  static schedule gather(const plan_request& req, counts_t counts) {
     const auto displ = plan::displacements(counts);
     const int r = req.rank;
     schedule s;
@@ -172,7 +173,7 @@ struct direct {
     return s;
   }
 
-  static schedule scatter(const plan_request& req, const counts_t& counts) {
+  static schedule scatter(const plan_request& req, counts_t counts) {
     const auto displ = plan::displacements(counts);
     const int r = req.rank;
     schedule s;
@@ -189,7 +190,7 @@ struct direct {
     return s;
   }
 
-  static schedule all_to_all(const plan_request& req, const counts_t& sent, const counts_t& received) {
+  static schedule all_to_all(const plan_request& req, counts_t sent, counts_t received) {
     const auto send_displ = plan::displacements(sent), recv_displ = plan::displacements(received);
     const int r = req.rank;
     schedule s;

@@ -86,8 +86,7 @@ schedule direct::all_reduce_in_one_round(const plan_request& req) {
 }
 
 schedule direct::all_reduce_in_two_rounds(const plan_request& req) {
-  std::vector<std::size_t> counts(std::size_t(req.size));
-  for (int c = 0; c < req.size; ++c) counts[std::size_t(c)] = plan::even_chunk(req.count, req.size, c).count;
+  const auto counts = plan::even_chunk_counts(req.count, req.size);
   const auto displ = plan::displacements(counts);
   auto chunk = [&](buffer_id b, int c) { return region{b, displ[std::size_t(c)], counts[std::size_t(c)]}; };
   const int r = req.rank;
@@ -111,21 +110,21 @@ schedule direct::all_reduce_in_two_rounds(const plan_request& req) {
 }
 
 schedule direct::plan(kind::reduce_scatterv, const plan_request& req) {
-  return reduce_scatter(req, {req.counts.begin(), req.counts.end()});
+  return reduce_scatter(req, req.counts);
 }
 
 schedule direct::plan(kind::all_gatherv, const plan_request& req) {
-  return all_gather(req, {req.counts.begin(), req.counts.end()});
+  return all_gather(req, req.counts);
 }
 
-schedule direct::plan(kind::gatherv, const plan_request& req) { return gather(req, {req.counts.begin(), req.counts.end()}); }
+schedule direct::plan(kind::gatherv, const plan_request& req) { return gather(req, req.counts); }
 
 schedule direct::plan(kind::scatterv, const plan_request& req) {
-  return scatter(req, {req.counts.begin(), req.counts.end()});
+  return scatter(req, req.counts);
 }
 
 schedule direct::plan(kind::all_to_allv, const plan_request& req) {
-  return all_to_all(req, {req.counts.begin(), req.counts.end()}, {req.recv_counts.begin(), req.recv_counts.end()});
+  return all_to_all(req, req.counts, req.recv_counts);
 }
 
 schedule direct::plan(kind::barrier, const plan_request& req) {

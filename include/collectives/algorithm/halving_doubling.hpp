@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "../concepts/algorithm.hpp"
@@ -101,7 +102,7 @@ struct halving_doubling {
     return bounds;
   }
 
-  static schedule reduce_scatter(const plan_request& req, const std::vector<std::size_t>& counts) {
+  static schedule reduce_scatter(const plan_request& req, std::span<const std::size_t> counts) {
     const folding f(req.size);
     const auto displ = plan::displacements(counts);
     const std::size_t total = displ.back(), mine = counts[std::size_t(req.rank)];
@@ -124,7 +125,7 @@ struct halving_doubling {
     return std::move(b.s);
   }
 
-  static schedule all_gather(const plan_request& req, const std::vector<std::size_t>& counts) {
+  static schedule all_gather(const plan_request& req, std::span<const std::size_t> counts) {
     const folding f(req.size);
     const auto displ = plan::displacements(counts);
     const std::size_t total = displ.back();

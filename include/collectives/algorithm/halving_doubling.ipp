@@ -9,9 +9,7 @@ namespace collectives {
 schedule halving_doubling::plan(kind::all_reduce, const plan_request& req) {
   const folding f(req.size);
   // The blocks of the halving: the buffer cut evenly among the P' ranks.
-  std::vector<std::size_t> bounds(std::size_t(f.ranks_in_steps) + 1, 0);
-  for (int n = 0; n < f.ranks_in_steps; ++n)
-    bounds[std::size_t(n) + 1] = bounds[std::size_t(n)] + plan::even_chunk(req.count, f.ranks_in_steps, n).count;
+  const auto bounds = plan::displacements(plan::even_chunk_counts(req.count, f.ranks_in_steps));
   const region in{buffer_id::input, 0, req.count}, out{buffer_id::output, 0, req.count};
 
   builder b(req, f, req.count, {.shift = 0, .output_count = req.count});
@@ -29,11 +27,11 @@ schedule halving_doubling::plan(kind::all_reduce, const plan_request& req) {
 }
 
 schedule halving_doubling::plan(kind::reduce_scatterv, const plan_request& req) {
-  return reduce_scatter(req, {req.counts.begin(), req.counts.end()});
+  return reduce_scatter(req, req.counts);
 }
 
 schedule halving_doubling::plan(kind::all_gatherv, const plan_request& req) {
-  return all_gather(req, {req.counts.begin(), req.counts.end()});
+  return all_gather(req, req.counts);
 }
 
 }  // namespace collectives

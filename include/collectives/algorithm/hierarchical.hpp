@@ -87,8 +87,7 @@ struct hierarchical {
       const auto piece = plan::even_chunk(req.count, int(pieces), int(j));
       const auto tags = static_cast<std::uint32_t>(j) << piece_shift;
       const int ranks_here = int(l.on_host.size());
-      std::vector<std::size_t> counts;
-      for (int i = 0; i < ranks_here; ++i) counts.push_back(plan::even_chunk(piece.count, ranks_here, i).count);
+      const auto counts = plan::even_chunk_counts(piece.count, ranks_here);
       const std::size_t own = counts[std::size_t(l.local)];
       const region partial = s.reserve_scratch(own), total = s.reserve_scratch(own);
       plan_request part = req;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <span>
 #include <vector>
 
 #include "../concepts/algorithm.hpp"
@@ -59,7 +60,7 @@ struct ring {
     std::uint32_t tags_used = 0;
   };
 
-  static std::size_t max_slices(const std::vector<std::size_t>& counts, std::size_t slice) {
+  static std::size_t max_slices(std::span<const std::size_t> counts, std::size_t slice) {
     std::size_t m = 1;
     for (auto c : counts) m = std::max(m, plan::slice_count(c, slice));
     return m;
@@ -70,7 +71,7 @@ struct ring {
   // `acc(c)` is where chunk c is accumulated, `initial(c)` this rank's part of it.
   template <class Acc, class Initial>
   static reduce_scatter_result reduce_scatter_steps(schedule& s, const plan_request& req,
-                                                    const std::vector<std::size_t>& counts, Acc acc, Initial initial) {
+                                                    std::span<const std::size_t> counts, Acc acc, Initial initial) {
     const int p = req.size, r = req.rank, next = (r + 1) % p, prev = plan::mod(r - 1, p);
     const std::size_t slice = plan::slice_elements(req), stride = max_slices(counts, slice);
     reduce_scatter_result out;
@@ -107,7 +108,7 @@ struct ring {
   // `own_ready[k]` gates slice k of the own chunk; `clear[s][k]`, where given, is the
   // last read of the chunk a receive at step s overwrites.
   template <class Out>
-  static void all_gather_steps(schedule& s, const plan_request& req, const std::vector<std::size_t>& counts, Out out,
+  static void all_gather_steps(schedule& s, const plan_request& req, std::span<const std::size_t> counts, Out out,
                                const std::vector<op_id>& own_ready, const std::vector<std::vector<op_id>>& clear,
                                std::uint32_t first_tag) {
     const int p = req.size, r = req.rank, next = (r + 1) % p, prev = plan::mod(r - 1, p);
@@ -129,8 +130,8 @@ struct ring {
     }
   }
 
-  COLLECTIVES_DECL static schedule reduce_scatter_to_output(const plan_request& req, const std::vector<std::size_t>& counts);
-  COLLECTIVES_DECL static schedule all_gather_from_input(const plan_request& req, const std::vector<std::size_t>& counts);
+  COLLECTIVES_DECL static schedule reduce_scatter_to_output(const plan_request& req, std::span<const std::size_t> counts);
+  COLLECTIVES_DECL static schedule all_gather_from_input(const plan_request& req, std::span<const std::size_t> counts);
 
   static std::uint32_t tag(int step, std::size_t slice, std::size_t stride) {
     return static_cast<std::uint32_t>(std::size_t(step) * stride + slice);

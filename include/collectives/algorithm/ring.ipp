@@ -7,9 +7,7 @@
 namespace collectives {
 
 schedule ring::plan(kind::all_reduce, const plan_request& req) {
-  const int p = req.size;
-  std::vector<std::size_t> counts(static_cast<std::size_t>(p));
-  for (int c = 0; c < p; ++c) counts[static_cast<std::size_t>(c)] = plan::even_chunk(req.count, p, c).count;
+  const auto counts = plan::even_chunk_counts(req.count, req.size);
   const auto displ = plan::displacements(counts);
   auto in_output = [&](int c) { return region{buffer_id::output, displ[std::size_t(c)], counts[std::size_t(c)]}; };
   auto in_input = [&](int c) { return region{buffer_id::input, displ[std::size_t(c)], counts[std::size_t(c)]}; };
@@ -22,11 +20,11 @@ schedule ring::plan(kind::all_reduce, const plan_request& req) {
 }
 
 schedule ring::plan(kind::reduce_scatterv, const plan_request& req) {
-  return reduce_scatter_to_output(req, {req.counts.begin(), req.counts.end()});
+  return reduce_scatter_to_output(req, req.counts);
 }
 
 schedule ring::plan(kind::all_gatherv, const plan_request& req) {
-  return all_gather_from_input(req, {req.counts.begin(), req.counts.end()});
+  return all_gather_from_input(req, req.counts);
 }
 
 schedule ring::plan(kind::broadcast, const plan_request& req) {
@@ -86,7 +84,7 @@ std::vector<op_id> ring::finalize_own(schedule& s, const plan_request& req, regi
   return ready;
 }
 
-schedule ring::reduce_scatter_to_output(const plan_request& req, const std::vector<std::size_t>& counts) {
+schedule ring::reduce_scatter_to_output(const plan_request& req, std::span<const std::size_t> counts) {
   const auto displ = plan::displacements(counts);
   const int r = req.rank;
   schedule s;
@@ -103,7 +101,7 @@ schedule ring::reduce_scatter_to_output(const plan_request& req, const std::vect
   return s;
 }
 
-schedule ring::all_gather_from_input(const plan_request& req, const std::vector<std::size_t>& counts) {
+schedule ring::all_gather_from_input(const plan_request& req, std::span<const std::size_t> counts) {
   const auto displ = plan::displacements(counts);
   const int r = req.rank;
   auto out = [&](int c) { return region{buffer_id::output, displ[std::size_t(c)], counts[std::size_t(c)]}; };

@@ -27,6 +27,14 @@ inline span_of_elements even_chunk(std::size_t count, int parts, int i) {
   return {k * base + (k < extra ? k : extra), base + (k < extra ? 1 : 0)};
 }
 
+// The sizes of even_chunk's `parts` chunks of `count` elements: an even split as the
+// per-rank counts that the v-forms' plans take.
+inline std::vector<std::size_t> even_chunk_counts(std::size_t count, int parts) {
+  std::vector<std::size_t> counts(static_cast<std::size_t>(parts));
+  for (int i = 0; i < parts; ++i) counts[static_cast<std::size_t>(i)] = even_chunk(count, parts, i).count;
+  return counts;
+}
+
 // Prefix sums: displacement of chunk i in a packed layout of `counts`.
 inline std::vector<std::size_t> displacements(std::span<const std::size_t> counts) {
   std::vector<std::size_t> d(counts.size() + 1, 0);

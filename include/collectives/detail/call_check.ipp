@@ -41,10 +41,8 @@ void compare_calls(const char* call, int rank, std::span<const call_signature> a
 }
 
 error check_timed_out(const call_context& ctx, int rank, std::span<const call_signature> all) {
-  std::vector<int> missing;
-  for (std::size_t q = 0; q < all.size(); ++q)
-    if (all[q].call[0] == '\0') missing.push_back(int(q));
-  return exchange_timed_out(ctx, rank, "in the call check (COLLECTIVES_CHECK_CALLS)", missing);
+  return exchange_timed_out(ctx, rank, "in the call check (COLLECTIVES_CHECK_CALLS)",
+                            ranks_missing(int(all.size()), [&](int q) { return all[std::size_t(q)].call[0] == '\0'; }));
 }
 
 }  // namespace collectives::detail

@@ -7,6 +7,7 @@
 #include <exception>
 #include <functional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <utility>
 
@@ -22,11 +23,11 @@
 namespace collectives::detail {
 
 // An exchange's timeout in the user's words: the call `ctx` names timed out on `rank`
-// while `doing` what the exchange does; the ranks in `missing` (whose parts had not
-// come: the executor cancelled every receive, so the parts that came are whole) had not
-// made the call within the timeout.
+// while `doing` what the exchange does; `ranks` (ranks_missing's list of those whose
+// parts had not come: the executor cancelled every receive, so the parts that came are
+// whole) had not made the call within the timeout.
 COLLECTIVES_DECL error exchange_timed_out(const call_context& ctx, int rank, std::string_view doing,
-                                          std::span<const int> missing);
+                                          const std::string& ranks);
 
 // One exchange as the call numbered next, named `call` (the user's), either as steps
 // that never wait (a stage of a call started without waiting, or of several: its

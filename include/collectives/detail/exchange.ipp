@@ -8,9 +8,7 @@
 
 namespace collectives::detail {
 
-error exchange_timed_out(const call_context& ctx, int rank, std::string_view doing, std::span<const int> missing) {
-  std::string ranks;
-  for (int q : missing) ranks += (ranks.empty() ? "" : ", ") + std::to_string(q);
+error exchange_timed_out(const call_context& ctx, int rank, std::string_view doing, const std::string& ranks) {
   return error(errc::timeout, std::string(ctx.name) + ": timed out after " + std::to_string(ctx.timeout_ms) + " ms on rank " +
                                   std::to_string(rank) + " " + std::string(doing) + ": " +
                                   (ranks.empty() ? "every rank's part came too late"

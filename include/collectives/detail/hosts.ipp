@@ -25,10 +25,8 @@ std::string describe_hosts(std::span<const int> hosts) {
 }
 
 error hosts_timed_out(const call_context& ctx, int rank, std::span<const std::uint64_t> all) {
-  std::vector<int> missing;
-  for (std::size_t q = 0; q < all.size(); ++q)
-    if (all[q] == 0) missing.push_back(int(q));
-  return exchange_timed_out(ctx, rank, "learning every rank's host (the algorithm plans by them)", missing);
+  return exchange_timed_out(ctx, rank, "learning every rank's host (the algorithm plans by them)",
+                            ranks_missing(int(all.size()), [&](int q) { return all[std::size_t(q)] == 0; }));
 }
 
 }  // namespace collectives::detail

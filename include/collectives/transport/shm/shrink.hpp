@@ -43,9 +43,7 @@ inline std::vector<int> agree_on_survivors(const segment& seg, int rank, const p
   for (auto pause = std::chrono::microseconds(20);;) {
     std::uint64_t seen = shared(decision).load(std::memory_order_acquire);
     if (seen >> 32 == attempt) break;
-    std::string missing;
-    for (int r = 0; r < size; ++r)
-      if (r != rank && !came(r) && !gone(r)) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+    const std::string missing = detail::ranks_missing(size, [&](int r) { return r != rank && !came(r) && !gone(r); });
     if (missing.empty()) {
       std::uint64_t* mine = seg.proposal(rank);
       for (std::size_t w = 0; w < seg.shape().proposal_words(); ++w) shared(mine[w]).store(0, std::memory_order_relaxed);

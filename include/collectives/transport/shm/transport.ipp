@@ -166,9 +166,8 @@ void shm::await_everyone(const shm_detail::segment& seg, int rank, deadline unti
     if (rank != 0 && !process_alive(seg.header().creator_pid))
       throw error(errc::peer_lost, "shm rank " + std::to_string(rank) + ": rank 0 died during start-up");
     if (clock::now() >= until) {
-      std::string missing;
-      for (int r = 0; r < size; ++r)
-        if (shared(seg.rank(r).state).load(std::memory_order_acquire) == absent) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+      const std::string missing = detail::ranks_missing(
+          size, [&](int r) { return shared(seg.rank(r).state).load(std::memory_order_acquire) == absent; });
       throw error(errc::timeout, "shm rank " + std::to_string(rank) + ": start-up timed out; rank(s) " + missing +
                                      " never mapped /dev/shm/" + seg.name() +
                                      " (are they running on this host, with the same COLLECTIVES_JOB_TOKEN?)");

@@ -171,9 +171,8 @@ inline mesh connect_mesh(asio::io_context& io, int rank, int size, bootstrap::ke
   io.poll();  // the cancelled accept's handler, which sees `finished`
   if (!s->failure.empty()) throw error(s->failure_code, "rank " + std::to_string(rank) + ": start-up failed: " + s->failure);
   if (s->missing > 0) {
-    std::string absent;
-    for (int r = 0; r < size; ++r)
-      if (r != rank && !s->result.peers[std::size_t(r)]) absent += (absent.empty() ? "" : ", ") + std::to_string(r);
+    const std::string absent =
+        detail::ranks_missing(size, [&](int r) { return r != rank && !s->result.peers[std::size_t(r)]; });
     throw error(errc::timeout, "rank " + std::to_string(rank) + ": start-up timed out; no connection with rank(s) " + absent);
   }
   // Everyone published before connecting, so these are all there now.

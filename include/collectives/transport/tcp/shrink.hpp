@@ -341,10 +341,9 @@ struct agreement : std::enable_shared_from_this<agreement> {
       if (!connected(p) && !peers[std::size_t(p)].failed) knock_at(p);
     if (finished()) return;
     if (clock::now() >= request.until) {
-      std::string missing;
-      for (int p = 0; p < request.size; ++p)
-        if (other(p) && !peers[std::size_t(p)].failed && (connecting ? !connected(p) : !peers[std::size_t(p)].decided))
-          missing += (missing.empty() ? "" : ", ") + std::to_string(p);
+      const std::string missing = detail::ranks_missing(request.size, [&](int p) {
+        return other(p) && !peers[std::size_t(p)].failed && (connecting ? !connected(p) : !peers[std::size_t(p)].decided);
+      });
       failure = who() + "timed out waiting for rank(s) " + missing + ", which live but did not answer";
       return;
     }
