@@ -4,6 +4,10 @@
 // row, calls that share a row do not overlap, and posts name real peers.
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 #include <chrono>
@@ -232,6 +236,9 @@ std::size_t check_calls(const trace_file& file, int ranks, const std::vector<std
       CHECK(calls[i]->end >= calls[i]->begin);
       CHECK((*calls[i]->args)["size"].number == ranks);
       CHECK(calls[i]->args->find("failed") == nullptr);
+      const std::string algorithm = (*calls[i]->args)["algorithm"].text;  // the one automatic chose
+      CHECK((algorithm == "ring" || algorithm == "double_binary_tree" || algorithm == "direct" ||
+             algorithm == "halving_doubling" || algorithm == "hierarchical"));
       if (i > 0) CHECK((*calls[i]->args)["call"].number > (*calls[i - 1]->args)["call"].number);
       for (std::size_t j = 0; j < i; ++j)  // calls that share a row follow one another
         if (calls[j]->row == calls[i]->row) CHECK(calls[j]->end <= calls[i]->begin);
@@ -278,6 +285,27 @@ TEST_CASE("every rank's calls and their steps are written as trace events") {
     const std::size_t posts = check_calls(trace_file(coll::trace::part_path(path, 0), from, to), ranks, expected_calls);
     if (ranks == 1) CHECK(posts == 0);
     else CHECK(posts > 0);
+  }
+}
+
+TEST_CASE("each call records the algorithm it ran") {
+  coll::trace::start("trace_test.json");
+  const double from = now_us();
+  coll::run_ranks(3, [](comm& c) {
+    std::vector<int> x(1000, 1);
+    coll::all_reduce<coll::ring>(c, x, coll::sum{});
+    coll::all_reduce<coll::double_binary_tree>(c, x, coll::sum{});
+    auto h = coll::iall_reduce<coll::halving_doubling>(c, x, coll::sum{});
+    h.wait();
+    coll::broadcast<coll::direct>(c, x, 1);
+    CHECK(x[0] == 27);
+  }, 30s);
+  const double to = now_us();
+  const trace_file file(coll::trace::flush(), from, to);
+  for (int rank = 0; rank < 3; ++rank) {
+    std::vector<std::string> ran;
+    for (const slice* call : file.calls_of(rank)) ran.push_back((*call->args)["algorithm"].text);
+    CHECK(ran == std::vector<std::string>{"ring", "double_binary_tree", "halving_doubling", "direct"});
   }
 }
 
@@ -331,4 +359,27 @@ TEST_CASE("a flush while another thread records reads only what that thread has 
   writer.join();
   const trace_file file(coll::trace::flush(), 0, 1e300);
   CHECK(file.calls_of(9).size() == 50'000);
+}
+
+TEST_CASE("a process that ends in std::terminate (an uncaught error) still writes its calls") {
+  const std::string path = "trace_test_terminate.json";
+  std::remove(coll::trace::part_path(path, 0).c_str());
+  const double from = now_us();
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {  // the child: records one call at 2 ranks, then ends as an uncaught error would
+    const int devnull = ::open("/dev/null", O_WRONLY);
+    ::dup2(devnull, STDERR_FILENO);  // terminate's own words
+    coll::trace::start(path);
+    coll::run_ranks(2, [](comm& c) {
+      std::vector<int> x(100, 1);
+      coll::all_reduce(c, x, coll::sum{});
+    }, 10s);
+    std::terminate();
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK(WIFSIGNALED(status));  // aborted, as terminate does after writing
+  const trace_file file(coll::trace::part_path(path, 0), from, now_us());
+  for (int rank = 0; rank < 2; ++rank) CHECK(file.calls_of(rank).size() == 1);
 }

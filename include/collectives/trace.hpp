@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -54,6 +55,7 @@ struct event {
   what kind = what::call;
   bool failed = false;           // a call that ended in an error
   char name[22] = {};            // a call: its name; a copy, since the file is written long after
+  const char* algorithm = nullptr;  // a call: the algorithm that planned it (a static name)
 };
 
 inline std::int64_t now_ns() noexcept {
@@ -113,7 +115,16 @@ class recorder {
   void start(std::string path) {
     std::lock_guard lock(mutex_);
     path_ = std::move(path);
-    if (!exit_hook_) exit_hook_ = std::atexit([] { recorder::instance().write_at_exit(); }) == 0;
+    if (!exit_hook_) {
+      exit_hook_ = std::atexit([] { recorder::instance().write_at_exit(); }) == 0;
+      // A rank that ends by an uncaught error (a lost peer's, say) ends in std::terminate,
+      // not at exit: write there too, then go on as the program would have.
+      previous_terminate_ = std::set_terminate([] {
+        recorder& r = recorder::instance();
+        r.write_at_exit(std::chrono::seconds(1));
+        (r.previous_terminate_ ? r.previous_terminate_ : std::abort)();
+      });
+    }
     on_.store(true, std::memory_order_relaxed);
   }
 
@@ -177,20 +188,27 @@ class recorder {
       log::warn("COLLECTIVES_TRACE: a thread's log is full (or memory ran out); later events are not recorded");
   }
 
-  void write_at_exit() noexcept {
+  // At exit, or from std::terminate: then only if the lock comes within `patience`,
+  // since the thread that ends the program may be the one that holds it.
+  void write_at_exit(std::chrono::milliseconds patience = std::chrono::milliseconds::max()) noexcept {
     try {
-      write();
+      std::unique_lock lock(mutex_, std::defer_lock);
+      if (patience == std::chrono::milliseconds::max()) lock.lock();
+      else if (!lock.try_lock_for(patience)) return;
+      write_locked();
     } catch (const std::exception& e) {
       log::warn(e.what());
     }
   }
+  COLLECTIVES_DECL std::string write_locked();
 
   std::atomic<bool> on_{false};
   std::atomic<bool> warned_full_{false};
-  std::mutex mutex_;  // the list of logs and the path: taken at a thread's first event and when writing
+  std::timed_mutex mutex_;  // the list of logs and the path: taken at a thread's first event and when writing
   std::vector<std::unique_ptr<detail::thread_log>> logs_;
   std::string path_;
   bool exit_hook_ = false;
+  std::terminate_handler previous_terminate_ = nullptr;
 };
 
 // Whether calls are being recorded (COLLECTIVES_TRACE, read at the first call).

@@ -76,6 +76,10 @@ std::string line_of(const event& e, std::string_view call_name) {
   line += call_name;
   line += " (call ";
   line += std::to_string(e.call);
+  if (e.kind == what::call && e.algorithm) {
+    line += ", ";
+    line += e.algorithm;
+  }
   line += "): ";
   if (e.kind == what::call) {
     line += e.failed ? "failed after " : "finished in ";
@@ -171,6 +175,10 @@ std::string json_of(std::vector<event> events) {
       append_field(out, ",\"size\":", e.size);
       append_field(out, ",\"sent\":", e.bytes);
       append_field(out, ",\"received\":", e.received);
+      if (e.algorithm) {
+        out += ",\"algorithm\":";
+        append_string(out, e.algorithm);
+      }
       if (e.failed) out += ",\"failed\":true";
     } else if (e.kind != what::wait) {
       if (e.peer >= 0) append_field(out, ",\"peer\":", e.peer);
@@ -186,6 +194,10 @@ std::string json_of(std::vector<event> events) {
 
 std::string recorder::write() {
   std::lock_guard lock(mutex_);
+  return write_locked();
+}
+
+std::string recorder::write_locked() {
   std::vector<event> events;
   for (const auto& log : logs_)
     for (const detail::chunk* c = &log->first; c != nullptr; c = c->next.load(std::memory_order_acquire))

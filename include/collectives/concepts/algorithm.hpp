@@ -99,12 +99,16 @@ class even_counts {
   plan_request request_;
 };
 
-// A's schedule for a call of Kind: its own plan, or its v-form's for an even call.
+// A's schedule for a call of Kind: its own plan, or its v-form's for an even call. It
+// names A, unless A named the algorithm it chose (automatic).
 template <class A, class Kind>
   requires implements<A, Kind>
 schedule plan_of(Kind k, const plan_request& r) {
-  if constexpr (plans_itself<A, Kind>) return A::plan(k, r);
-  else return A::plan(uneven_form_t<Kind>{}, even_counts(k, r).request());
+  schedule s;
+  if constexpr (plans_itself<A, Kind>) s = A::plan(k, r);
+  else s = A::plan(uneven_form_t<Kind>{}, even_counts(k, r).request());
+  if (!s.algorithm) s.algorithm = A::name;
+  return s;
 }
 
 // A's estimate of a call of Kind, the same way.

@@ -64,6 +64,7 @@ class schedule {
   std::vector<op_id> deps;          // dependency lists of all ops, back to back
   std::size_t scratch_count = 0;    // elements of scratch this schedule uses
   std::size_t staging_count = 0;    // elements of staging its recv_reduce ops use
+  const char* algorithm = nullptr;  // the name of the algorithm that planned it (plan_of), for the trace
   // The dependency lists reversed, which the executor follows: each op's successors,
   // back to back (op i's are successors[successor_begin[i]] up to successor_begin[i + 1]).
   // index_successors() fills them once per plan (the plan cache does, so that a

@@ -37,6 +37,8 @@ class compact_plan {
                                 bool merge_regions = false);
 
   std::size_t size() const noexcept { return ops_.size(); }
+  // The algorithm that planned it (schedule::algorithm): a static name, or null.
+  const char* algorithm() const noexcept { return algorithm_; }
   op_kind kind(op_id i) const noexcept { return static_cast<op_kind>(ops_[i].head & 7u); }
 
   // Operation i as rank `rank` runs it. Its dependencies are left out: the runtime
@@ -118,6 +120,7 @@ class compact_plan {
   blocks blocks_[4]{};  // by buffer_id
   std::uint32_t group_size_ = 1;
   std::size_t scratch_count_ = 0, staging_count_ = 0;
+  const char* algorithm_ = nullptr;
 };
 
 // The plans the communicators of this process keep, each distinct one held once: the

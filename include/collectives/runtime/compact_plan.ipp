@@ -36,7 +36,7 @@ struct fnv {
 COLLECTIVES_DECL compact_plan::compact_plan(const schedule& plan, int rank, int size, blocks_per_rank turned,
                                             bool merge_regions)
     : group_size_(static_cast<std::uint32_t>(size)), scratch_count_(plan.scratch_count),
-      staging_count_(plan.staging_count) {
+      staging_count_(plan.staging_count), algorithm_(plan.algorithm) {
   if (size < 1 || size >= (1 << 28) || rank < 0 || rank >= size)
     throw error(errc::invalid_config, "a plan for rank " + std::to_string(rank) + " of " + std::to_string(size) +
                                           " ranks (at most 2^28 - 1 ranks)");

@@ -427,6 +427,7 @@ void executor_core<Transport>::trace_end(bool failed) noexcept {
   e.rank = transport_.rank();
   e.size = transport_.size();
   e.failed = failed;
+  e.algorithm = plan_.algorithm();
   std::strncpy(e.name, trace_context_->name, sizeof e.name - 1);
   if (trace::enabled()) trace::recorder::instance().record(e);
   log_event(log::level::debug, e);
