@@ -165,6 +165,11 @@ TEST_CASE("links and the group: departed, lost, broken and aborted, each with it
   m.depart(1, "rank 1 closed its communicator");
   CHECK_THROWS_WITH_AS(m.finish(from1), doctest::Contains("rank 2: rank 1 closed its communicator while this rank still had a message from it"),
                        coll::error);
+  // What this rank tells the others first: rank 1, which left before it.
+  REQUIRE(m.first_failure());
+  CHECK(m.first_failure()->rank == 1);
+  CHECK(m.first_failure()->gone);
+  CHECK(m.first_failure()->why == "lost rank 1: it closed its communicator while rank 2 still had a message from it");
   m.break_link(3, "rank 3 sent a malformed fragment");
   try {
     m.finish(to3);
@@ -174,12 +179,31 @@ TEST_CASE("links and the group: departed, lost, broken and aborted, each with it
   }
   CHECK(m.lose(0, "lost rank 0: it died"));
   CHECK_FALSE(m.lose(0, "again"));
-  CHECK_THROWS_WITH_AS(m.finish(to3), doctest::Contains("rank 2: lost rank 0: it died"), coll::error);
+  CHECK_THROWS_WITH_AS(m.finish(to3), doctest::Contains("rank 2: lost rank 1: it closed its communicator while rank 2 still had a message from it; "
+                                                        "then lost rank 0: it died"), coll::error);  // rank 1's leaving came first
   m.note_abort(3);
   m.note_abort(1);  // the first one is named
   CHECK_THROWS_WITH_AS(m.finish(to3), doctest::Contains("rank 2: the group was aborted by rank 3"), coll::error);
   CHECK_THROWS_AS(m.post_send(2, {}, a), coll::error);  // itself
   CHECK_THROWS_AS(m.post_recv(4, {}, a), coll::error);  // out of range
+}
+
+TEST_CASE("a rank told of a peer that left names it first, even when its own link to it had ended") {
+  // Rank 1 left normally; rank 0 still expected a message from it, fails, and says so
+  // before it leaves too. Rank 3 names rank 1 first, not rank 0.
+  matching_engine<> zero(0, 4, early_limits{}), three(3, 4, early_limits{});
+  std::vector<std::byte> a(1);
+  auto from1 = zero.post_recv(1, {1, 0}, a);
+  zero.depart(1, "rank 1 closed its communicator");
+  CHECK_THROWS_AS(zero.finish(from1), coll::error);
+  three.depart(1, "rank 1 closed its communicator");  // it said goodbye here too
+  three.hear(0, *zero.reason_to_leave());  // what rank 0 tells as it leaves
+  auto from0 = three.post_recv(0, {1, 0}, a);
+  three.depart(0, "rank 0 closed its communicator");
+  CHECK_THROWS_WITH_AS(three.finish(from0),
+                       doctest::Contains("rank 3: lost rank 1: it closed its communicator while rank 0 still had a message from it "
+                                         "(reported by rank 0); then rank 0 closed its communicator"),
+                       coll::error);
 }
 
 TEST_CASE("a failure relayed twice names its first reporter once") {

@@ -264,6 +264,24 @@ TEST_CASE("a rank that closes its communicator is reported, not waited for") {
   });
 }
 
+TEST_CASE("a rank that leaves while a peer still expects its message is named first by the others") {
+  // Rank 1 returns at once; rank 0 waits for its message, fails, and leaves; rank 2,
+  // waiting on rank 0, names rank 1: it left first.
+  std::string third;
+  run_shm_ranks(3, [&](auto& comm) {
+    std::vector<int> x(4);
+    if (comm.rank() == 1) return;
+    try {
+      coll::recv(comm, std::span{x}, comm.rank() == 0 ? 1 : 0);
+      FAIL("the receive should fail");
+    } catch (const coll::error& e) {
+      CHECK(e.code() == coll::errc::peer_lost);
+      if (comm.rank() == 2) third = e.what();
+    }
+  });
+  CHECK(third.starts_with("rank 2: lost rank 1: it closed its communicator while rank 0 still had a message from it (reported by rank 0)"));
+}
+
 TEST_CASE("a rank that dies is reported as lost, naming it") {
   const std::string name = fresh_name();
   const pid_t child = ::fork();

@@ -351,8 +351,8 @@ class matching_engine {
   void hear(int from, failure f) {
     if (f.rank < 0 || f.rank >= size_ || f.rank == rank_) return;
     if (f.rank != from && f.why.find(reported_by) == std::string::npos) f.why.append(reported_by).append(std::to_string(from)).append(")");
-    if (f.gone) lose(f.rank, std::move(f.why));
-    else note_failure(std::move(f));
+    if (f.gone) lose(f.rank, f.why);
+    note_failure(std::move(f));  // lose() noted it, unless this rank's link to it had ended already
   }
 
   // The link to `peer` is down, `why` says how (after "rank R: "). Only the first
@@ -390,15 +390,21 @@ class matching_engine {
     return first_failure_->why + "; then " + what;
   }
 
-  // An operation whose peer has left or whose link is out of step can't finish.
-  void throw_if_link_down(const op& o) const {
+  // An operation whose peer has left or whose link is out of step can't finish. A peer
+  // that left while this rank still had a message for or from it is the failure this
+  // rank tells the others first, as lost: it left first, this rank leaves because of it.
+  void throw_if_link_down(const op& o) {
     if (links_down_ == 0) return;  // the common case, without a lookup per poll
     const peer_state& p = known(o.peer);
     switch (p.link) {
       case link_state::open: return;
-      case link_state::departed:
-        throw error(errc::peer_lost, who() + story(p.why + " while this rank still had a message " +
-                                                   (o.type == op_type::send ? "for" : "from") + " it"));
+      case link_state::departed: {
+        const char* way = o.type == op_type::send ? "for" : "from";
+        const bool first = note_failure({o.peer, true, "lost rank " + std::to_string(o.peer) + ": it closed its communicator while rank " +
+                                                           std::to_string(rank_) + " still had a message " + way + " it"});
+        const std::string what = p.why + " while this rank still had a message " + way + " it";
+        throw error(errc::peer_lost, who() + (first ? what : story(what)));
+      }
       case link_state::lost: throw error(errc::peer_lost, who() + story(p.why));
       case link_state::broken: throw error(errc::protocol_error, who() + story(p.why));
     }
