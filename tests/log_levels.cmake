@@ -23,7 +23,7 @@ function(expect level pattern wanted)
 endfunction()
 
 set(v_form_info "collectives INFO: rank [0-9]+: all_to_allv of [1-9][0-9]* bytes sent and [1-9][0-9]* received runs ")
-set(call_line "collectives DEBUG: rank [0-9]+: all_to_allv \\(call [0-9]+\\): finished in [0-9]+\\.[0-9]+ us, [0-9]+ bytes sent, [0-9]+ received")
+set(call_line "collectives DEBUG: rank [0-9]+: all_to_allv \\(call [0-9]+, [a-z_]+\\): finished in [0-9]+\\.[0-9]+ us, [0-9]+ bytes sent, [0-9]+ received")
 set(step_line "collectives TRACE: rank [0-9]+: all_to_allv \\(call [0-9]+\\): post send to rank [0-9]+, [0-9]+ bytes")
 
 run_at(WARN)
