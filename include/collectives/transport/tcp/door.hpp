@@ -42,6 +42,13 @@ struct visit {
   }
 };
 
+// A visitor admitted to shrink the group: who, for which attempt, and its connection.
+struct visitor {
+  int rank;
+  std::uint32_t attempt;
+  std::shared_ptr<tcp::socket> socket;
+};
+
 inline void close_quietly(tcp::socket& socket) {
   boost::system::error_code ignored;
   socket.close(ignored);

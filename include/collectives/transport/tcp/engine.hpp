@@ -113,11 +113,7 @@ class engine {
   void set_epoch(std::uint32_t e) { epoch_ = e; }
   const auth::job_token& token() const { return *token_; }
 
-  struct visitor {
-    int rank;
-    std::uint32_t attempt;
-    std::shared_ptr<asio::ip::tcp::socket> socket;
-  };
+  using visitor = tcp_detail::visitor;
   std::function<void(visitor)> on_agreement;
   std::vector<visitor> early_agreements;
 

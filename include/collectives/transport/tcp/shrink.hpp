@@ -20,6 +20,10 @@
 // A decision is the last message a rank sends on a connection, and each rank reads
 // a connection only up to its peer's decision, so the new group's frames follow on
 // the same connections with nothing of the agreement left in between.
+//
+// The group's `Door` is what the agreement needs of the group it leaves: its io(), every
+// rank's doors(), the job's token(), its epoch(), and its visitors (on_agreement,
+// early_agreements). The tcp engine is one; rdma keeps a door of its own (rdma/door.hpp).
 #pragma once
 
 #include <algorithm>
@@ -40,9 +44,7 @@
 #include "../../bootstrap/auth.hpp"
 #include "../../error.hpp"
 #include "../../log.hpp"
-#include "address.hpp"
 #include "door.hpp"
-#include "engine.hpp"
 #include "frame.hpp"
 
 namespace collectives::tcp_detail {
@@ -80,9 +82,11 @@ struct peer_link {
   bool writing = false;
 };
 
-struct agreement : std::enable_shared_from_this<agreement> {
+template <class Door>
+struct agreement : std::enable_shared_from_this<agreement<Door>> {
+  using std::enable_shared_from_this<agreement<Door>>::shared_from_this;
   asio::io_context& io;
-  engine& old;
+  Door& old;
   shrink_request request;
   std::vector<peer_link> peers;
   asio::steady_timer timer;
@@ -95,7 +99,7 @@ struct agreement : std::enable_shared_from_this<agreement> {
   std::string failure;
   bool done = false;  // the shrink has returned: handlers that still run do nothing
 
-  agreement(engine& e, shrink_request r) : io(e.io()), old(e), request(r), peers(std::size_t(request.size)), timer(io) {
+  agreement(Door& e, shrink_request r) : io(e.io()), old(e), request(r), peers(std::size_t(request.size)), timer(io) {
     heard_from.emplace_back(std::size_t(request.size), true);
     proposals.emplace_back(std::size_t(request.size), false);
   }
@@ -313,7 +317,7 @@ struct agreement : std::enable_shared_from_this<agreement> {
 
   // A higher rank came to this one; or a rank already at a later attempt (of the group
   // this one will make), whose visit waits for that attempt.
-  void visited(engine::visitor v) {
+  void visited(visitor v) {
     if (v.attempt > request.attempt) return old.early_agreements.push_back(std::move(v));
     const bool fits = v.attempt == request.attempt && v.rank > request.rank && v.rank < request.size && !connected(v.rank) &&
                       !peers[std::size_t(v.rank)].failed;
@@ -358,11 +362,12 @@ struct agreement : std::enable_shared_from_this<agreement> {
 
 // Runs the agreement on the old engine's io_context, whose door admits the higher
 // ranks. Throws errc::timeout when a live rank does not take part by the deadline.
-inline shrink_outcome agree_on_survivors(engine& old, shrink_request request) {
+template <class Door>
+shrink_outcome agree_on_survivors(Door& old, shrink_request request) {
   using namespace shrink_steps;
-  const auto a = std::make_shared<agreement>(old, request);
+  const auto a = std::make_shared<agreement<Door>>(old, request);
   for (int p = 0; p < request.rank; ++p) a->connect_to(p);
-  old.on_agreement = [a](engine::visitor v) { a->visited(std::move(v)); };
+  old.on_agreement = [a](visitor v) { a->visited(std::move(v)); };
   for (auto& v : std::exchange(old.early_agreements, {})) a->visited(std::move(v));
   a->watch();
   a->evaluate();
