@@ -21,7 +21,8 @@
 //   done size=N ranks=A,B,C                  the survivors' group, by their old ranks
 //   WRONG ... / FAILED ...                   a wrong result (exit 4) or anything else (exit 5)
 // The per-call timeout is COLLECTIVES_TIMEOUT (3 s unless set); the whole run gives up
-// after 40 s. The transport is automatic_transport: collectives-run --transport picks.
+// after 40 s. The transport is automatic_transport: collectives-run --transport picks,
+// rdma too where libfabric was found (the build defines FAULT_WORKER_WITH_RDMA).
 #include <signal.h>
 #include <unistd.h>
 
@@ -38,6 +39,9 @@
 
 #include <collectives/collectives.hpp>
 #include <collectives/transport/automatic.hpp>
+#ifdef FAULT_WORKER_WITH_RDMA
+#include <collectives/transport/rdma.hpp>  // offers rdma to automatic_transport
+#endif
 
 #include "worker_lines.hpp"
 

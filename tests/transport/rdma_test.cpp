@@ -163,6 +163,39 @@ TEST_CASE("memory unmapped and mapped again at the same address is registered af
   });
 }
 
+TEST_CASE("the survivors shrink to a group on new endpoints, which works and shrinks again") {
+  store_dir dir;
+  std::vector<int> sizes(3, -1), sums(3, -1), again(3, -1);
+  std::vector<std::exception_ptr> errors(3);
+  {
+    std::vector<std::jthread> ranks;
+    for (int r = 0; r < 3; ++r)
+      ranks.emplace_back([&, r] {
+        try {
+          coll::bootstrap::file_store store(dir.path());
+          coll::communicator<coll::rdma> comm(coll::rdma(r, 3, store, over("tcp"), false), 20s);
+          if (r == 1) return;  // leaves: its door closes with it
+          std::vector<int> x{r + 1};
+          CHECK_THROWS_AS(coll::all_reduce(comm, x, coll::sum{}), coll::error);
+          auto shrunk = comm.shrink();
+          sizes[std::size_t(r)] = shrunk.size();
+          std::vector<int> large_one(300'000, r + 1);  // read, not sent whole, over the new endpoints
+          coll::all_reduce(shrunk, large_one, coll::sum{});
+          sums[std::size_t(r)] = large_one.back();
+          auto same = shrunk.shrink();  // nobody failed: every rank stays
+          again[std::size_t(r)] = coll::all_reduce(same, same.rank() + 10, coll::sum{});
+        } catch (...) {
+          errors[std::size_t(r)] = std::current_exception();
+        }
+      });
+  }
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+  CHECK(sizes == std::vector<int>{2, -1, 2});
+  CHECK(sums == std::vector<int>{4, -1, 4});
+  CHECK(again == std::vector<int>{21, -1, 21});
+}
+
 TEST_CASE("automatic_transport takes rdma when asked, and its calls go through") {
   store_dir dir;
   scoped_env store("COLLECTIVES_STORE_DIR", dir.path().c_str());

@@ -97,7 +97,7 @@ class plugged final : public plugged_transport {
       return std::make_unique<plugged>(t_.shrink(until));
     } else {
       throw error(errc::invalid_config, "rank " + std::to_string(rank()) + ": " + std::string(name()) +
-                                            " cannot shrink a group yet (docs/fault-tolerance.md): only shm and tcp can");
+                                            " cannot shrink a group yet (docs/fault-tolerance.md): only shm, tcp and rdma can");
     }
   }
 

@@ -109,6 +109,8 @@ class engine {
   COLLECTIVES_DECL void cancel(std::uint32_t& slot) noexcept;
   COLLECTIVES_DECL void abort();
   void note_own_failure(std::string_view what) { match_.note_own_failure(what); }
+  // A rank of a shrunk group that failed during the shrink: lost from the start.
+  void lose_at_start(int peer, std::string why) { match_.lose(peer, std::move(why)); }
 
  private:
   using matching = transport_detail::matching_engine<wire_state>;

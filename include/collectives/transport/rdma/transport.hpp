@@ -10,7 +10,8 @@
 // else tcp), meets the others through the job's store, as tcp does, and exchanges
 // endpoint addresses there. Small messages go whole; large ones are read by the
 // receiver straight from the sender's registered memory (rdma/engine.hpp,
-// docs/rdma.md).
+// docs/rdma.md). After a failure the survivors shrink the group through each rank's
+// door, a TCP socket (rdma/door.hpp), into a group on new endpoints.
 #pragma once
 
 #include <chrono>
@@ -33,6 +34,13 @@
 #include "engine.hpp"
 
 namespace collectives {
+
+namespace rdma_detail {
+class door;  // door.hpp, with Asio: only the start-up and shrink (transport.ipp) see them
+}
+namespace tcp_detail {
+struct shrink_outcome;
+}
 
 struct rdma_options {
   // libfabric's name of the provider ("verbs", "efa", "tcp", "shm", ...); empty: the
@@ -74,7 +82,7 @@ class rdma : public transport_detail::wire_transport<rdma_detail::engine> {
   // `spans_hosts`: some rank is on another host (the loopback interface won't do).
   rdma(int rank, int size, bootstrap::key_value_store& store, rdma_options options = rdma_options::from_env(),
        bool spans_hosts = true)
-      : rdma(rank, size, &store, std::move(options), spans_hosts) {}
+      : rdma(rank, size, &store, std::move(options), spans_hosts, auth::job_token::from_env(false), {}) {}
 
   // The job `launch` describes; the store at launch.master_addr:port, as tcp meets it.
   COLLECTIVES_DECL static rdma join(const bootstrap::launch_info& launch, const auth::job_token& given_token,
@@ -85,6 +93,11 @@ class rdma : public transport_detail::wire_transport<rdma_detail::engine> {
 
   rdma(rdma&&) noexcept = default;
   rdma& operator=(rdma&&) noexcept = default;
+
+  // The ranks that live, agreed by all of them, as a group on new endpoints, ranks in
+  // their old order (docs/fault-tolerance.md). Aborts this group first. Throws
+  // errc::timeout when a rank that lives does not shrink by `until`.
+  COLLECTIVES_DECL rdma shrink(deadline until);
 
   // The provider, fabric and domain, and how messages move.
   COLLECTIVES_DECL std::string describe() const;
@@ -100,7 +113,12 @@ class rdma : public transport_detail::wire_transport<rdma_detail::engine> {
   std::vector<int> hosts() const { return size() == 1 ? std::vector<int>{0} : hosts_; }
 
  private:
-  COLLECTIVES_DECL rdma(int rank, int size, bootstrap::key_value_store* store, rdma_options options, bool spans_hosts);
+  // `route_to`: a host the door's interface reaches (the store's); empty: this host's name.
+  COLLECTIVES_DECL rdma(int rank, int size, bootstrap::key_value_store* store, rdma_options options, bool spans_hosts,
+                        const auth::job_token& token, const std::string& route_to);
+  // The group a shrink left: this rank of the survivors, which swap their new endpoints'
+  // addresses over the agreement's connections.
+  COLLECTIVES_DECL rdma(rdma& old, int rank, tcp_detail::shrink_outcome&& outcome, deadline until);
 
   static int checked_rank(int rank, int size) {
     if (size < 1 || rank < 0 || rank >= size)
@@ -115,6 +133,14 @@ class rdma : public transport_detail::wire_transport<rdma_detail::engine> {
   COLLECTIVES_DECL static bool from_hex(const std::string& hex, std::string& bytes);
 
   std::vector<int> hosts_;  // empty where some rank published no host
+  // What a shrink needs: how this rank started, and where every rank is.
+  rdma_options options_;
+  bool spans_hosts_ = true;
+  std::uint32_t shrinks_ = 0;  // attempts so far, counted alike on every survivor
+  std::string place_;          // this rank's kernel and pid space (rdma_detail::peer_place)
+  std::vector<rdma_detail::peer_place> places_;
+  std::vector<std::string> addresses_;  // every rank's endpoint
+  std::shared_ptr<rdma_detail::door> door_;  // null in a group of one, or where a rank published none
 };
 
 namespace rdma_detail {
