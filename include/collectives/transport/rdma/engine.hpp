@@ -183,6 +183,7 @@ class engine {
     std::deque<unsent> backlog;  // sends the provider had no room for yet, in order
     int announcing = 0;        // announced messages sent and not yet read
     std::deque<arrival> waiting;  // ordered messages not yet taken, by seq
+    bool taking_waiting = false;  // take_waiting() runs: a call within it returns at once
     reading in;
     clock::time_point heard{}, probed{};
     std::uint32_t probe = no_probe;  // the send buffer of a probe not yet delivered

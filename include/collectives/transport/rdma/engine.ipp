@@ -398,6 +398,15 @@ void engine::arrived(int peer, std::span<const std::byte> message) {
 
 void engine::take_waiting(int peer) {
   peer_state& p = peers_[std::size_t(peer)];
+  // An announcement taken here may end its reading at once (its receive is gone), and
+  // the end of a reading takes the next message: this loop does, not a call within it,
+  // which would take the message at the front, not yet counted, a second time.
+  if (p.taking_waiting) return;
+  p.taking_waiting = true;
+  struct taken {
+    bool& flag;
+    ~taken() { flag = false; }
+  } done{p.taking_waiting};
   while (!p.waiting.empty() && !p.in.active && p.waiting.front().seq == p.next_seq && open(peer)) {
     const auto message = std::span<const std::byte>(p.waiting.front().bytes);
     if (!take(peer, read_header(message.data()), message.subspan(header_size))) return;
