@@ -57,6 +57,9 @@ class door {
   std::uint32_t epoch() const { return epoch_; }
   std::function<void(tcp_detail::visitor)> on_agreement;
   std::vector<tcp_detail::visitor> early_agreements;  // from ranks at a later attempt than this rank
+  // Run between the agreement's steps: the shrinking group's transport moves its
+  // messages, so that its peers hear of the abort while this rank agrees.
+  std::function<void()> meanwhile = [] {};
 
   // Admits visitors as the io_context runs: a rank come to shrink goes to on_agreement
   // (or waits in early_agreements), any other is turned away.
@@ -71,6 +74,7 @@ class door {
     acceptor_.cancel(ignored);
     io_.poll();  // the cancelled accept's handler
     on_agreement = nullptr;
+    meanwhile = [] {};
   }
 
  private:

@@ -73,6 +73,12 @@ rdma rdma::shrink(deadline until) {
     throw error(errc::invalid_config, "rdma rank " + std::to_string(rank()) +
                                           ": cannot shrink: some rank of this group published no door at start-up");
   door_->admit();
+  door_->meanwhile = [this] {
+    try {
+      wire_->wait_for_activity(clock::now());  // it tells the abort, and waits no longer
+    } catch (...) {  // the old group's failure: the agreement finds out for itself
+    }
+  };
   tcp_detail::shrink_outcome outcome;
   try {
     outcome = tcp_detail::agree_on_survivors(*door_, {rank(), size(), ++shrinks_, until});

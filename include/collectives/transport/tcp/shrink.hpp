@@ -23,7 +23,9 @@
 //
 // The group's `Door` is what the agreement needs of the group it leaves: its io(), every
 // rank's doors(), the job's token(), its epoch(), and its visitors (on_agreement,
-// early_agreements). The tcp engine is one; rdma keeps a door of its own (rdma/door.hpp).
+// early_agreements). The tcp engine is one; rdma keeps a door of its own (rdma/door.hpp),
+// with meanwhile(), which moves the old group's messages (the news of its abort) while
+// the agreement runs.
 #pragma once
 
 #include <algorithm>
@@ -371,7 +373,14 @@ shrink_outcome agree_on_survivors(Door& old, shrink_request request) {
   for (auto& v : std::exchange(old.early_agreements, {})) a->visited(std::move(v));
   a->watch();
   a->evaluate();
-  while (!a->finished() && a->failure.empty()) old.io().run_one_until(request.until + std::chrono::milliseconds(50));
+  while (!a->finished() && a->failure.empty()) {
+    if constexpr (requires { old.meanwhile(); }) {  // the group's messages move elsewhere (rdma's fabric): the abort's news too
+      old.meanwhile();
+      old.io().run_one_for(std::chrono::milliseconds(1));
+    } else {
+      old.io().run_one_until(request.until + std::chrono::milliseconds(50));
+    }
+  }
 
   shrink_outcome out;
   out.sockets.resize(std::size_t(request.size));
