@@ -27,6 +27,9 @@ class progress_thread {
   // `advance` advances every call in flight once; it runs on the thread, under the
   // lock, and ends early once the request it is given is raised: the owner waits.
   COLLECTIVES_DECL explicit progress_thread(std::function<round(handover_request)> advance);
+  // One whose rounds never end early (as before the hand-over).
+  explicit progress_thread(std::function<round()> advance)
+      : progress_thread([advance = std::move(advance)](handover_request) { return advance(); }) {}
   progress_thread(const progress_thread&) = delete;
   progress_thread& operator=(const progress_thread&) = delete;
   COLLECTIVES_DECL ~progress_thread();

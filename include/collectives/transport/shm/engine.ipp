@@ -192,7 +192,9 @@ void engine::pull(int peer) {
   if (match_.link(peer) == link_state::broken) return;
   const std::size_t slots = seg_.shape().slots;
   bool pulled = false;
-  for (;;) {
+  // A FIFO's worth at most: a peer that keeps filling it would otherwise hold this
+  // rank here for the whole of a large message (a call started beside it, say).
+  for (std::size_t taken = 0; taken < slots; ++taken) {
     slot_header& s = seg_.slot(peer, rank(), link.tail % slots);
     if (shared(s.sequence).load(std::memory_order_acquire) != link.tail + 1) break;
     if (!well_formed(s, peer)) break;
