@@ -48,18 +48,18 @@ coll::rdma_options over(const char* provider) {
   return o;
 }
 
-// Runs fn(communicator) on two threads, each a rank over rdma (tcp provider).
+// Runs fn(communicator) on `ranks` threads, each a rank over rdma (tcp provider).
 template <class Fn>
-void on_two_ranks(Fn fn) {
+void on_ranks(int ranks, Fn fn) {
   store_dir dir;
-  std::vector<std::exception_ptr> errors(2);
+  std::vector<std::exception_ptr> errors(std::size_t(ranks), nullptr);
   {
-    std::vector<std::jthread> ranks;
-    for (int r = 0; r < 2; ++r)
-      ranks.emplace_back([&, r] {
+    std::vector<std::jthread> threads;
+    for (int r = 0; r < ranks; ++r)
+      threads.emplace_back([&, r] {
         try {
           coll::bootstrap::file_store store(dir.path());
-          coll::communicator<coll::rdma> comm(coll::rdma(r, 2, store, over("tcp"), false), 20s);
+          coll::communicator<coll::rdma> comm(coll::rdma(r, ranks, store, over("tcp"), false), 20s);
           fn(comm);
         } catch (...) {
           errors[std::size_t(r)] = std::current_exception();
@@ -68,6 +68,11 @@ void on_two_ranks(Fn fn) {
   }
   for (auto& e : errors)
     if (e) std::rethrow_exception(e);
+}
+
+template <class Fn>
+void on_two_ranks(Fn fn) {
+  on_ranks(2, fn);
 }
 
 // A message large enough to be announced and read, not sent whole.
@@ -164,33 +169,20 @@ TEST_CASE("memory unmapped and mapped again at the same address is registered af
 }
 
 TEST_CASE("the survivors shrink to a group on new endpoints, which works and shrinks again") {
-  store_dir dir;
   std::vector<int> sizes(3, -1), sums(3, -1), again(3, -1);
-  std::vector<std::exception_ptr> errors(3);
-  {
-    std::vector<std::jthread> ranks;
-    for (int r = 0; r < 3; ++r)
-      ranks.emplace_back([&, r] {
-        try {
-          coll::bootstrap::file_store store(dir.path());
-          coll::communicator<coll::rdma> comm(coll::rdma(r, 3, store, over("tcp"), false), 20s);
-          if (r == 1) return;  // leaves: its door closes with it
-          std::vector<int> x{r + 1};
-          CHECK_THROWS_AS(coll::all_reduce(comm, x, coll::sum{}), coll::error);
-          auto shrunk = comm.shrink();
-          sizes[std::size_t(r)] = shrunk.size();
-          std::vector<int> large_one(300'000, r + 1);  // read, not sent whole, over the new endpoints
-          coll::all_reduce(shrunk, large_one, coll::sum{});
-          sums[std::size_t(r)] = large_one.back();
-          auto same = shrunk.shrink();  // nobody failed: every rank stays
-          again[std::size_t(r)] = coll::all_reduce(same, same.rank() + 10, coll::sum{});
-        } catch (...) {
-          errors[std::size_t(r)] = std::current_exception();
-        }
-      });
-  }
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
+  on_ranks(3, [&](coll::communicator<coll::rdma>& comm) {
+    const auto r = std::size_t(comm.rank());
+    if (r == 1) return;  // leaves: its door closes with it
+    std::vector<int> x{comm.rank() + 1};
+    CHECK_THROWS_AS(coll::all_reduce(comm, x, coll::sum{}), coll::error);
+    auto shrunk = comm.shrink();
+    sizes[r] = shrunk.size();
+    std::vector<int> large_one(300'000, comm.rank() + 1);  // read, not sent whole, over the new endpoints
+    coll::all_reduce(shrunk, large_one, coll::sum{});
+    sums[r] = large_one.back();
+    auto same = shrunk.shrink();  // nobody failed: every rank stays
+    again[r] = coll::all_reduce(same, same.rank() + 10, coll::sum{});
+  });
   CHECK(sizes == std::vector<int>{2, -1, 2});
   CHECK(sums == std::vector<int>{4, -1, 4});
   CHECK(again == std::vector<int>{21, -1, 21});
