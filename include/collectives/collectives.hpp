@@ -8,6 +8,7 @@
 #include "barrier.hpp"
 #include "broadcast.hpp"
 #include "communicator.hpp"
+#include "element_types.hpp"
 #include "error.hpp"
 #include "gather.hpp"
 #include "nonblocking.hpp"

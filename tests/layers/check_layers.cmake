@@ -11,7 +11,7 @@
 cmake_policy(VERSION 3.25)
 set(layers
   "0 foundation:  ^(config|error|log|memory_space|settings|trace)\\.(hpp|ipp)$"
-  "1 vocabulary:  ^concepts/ ^device_span\\.hpp$"
+  "1 vocabulary:  ^concepts/ ^device_span\\.hpp$ ^element_types\\.hpp$"
   "2 services:    ^ops/ ^bootstrap/"
   "3 schedules:   ^algorithm/(automatic|direct|halving_doubling|hierarchical|ring|schedule|tree)\\.(hpp|ipp)$"
   "4 runtime:     ^runtime/ ^device/"
