@@ -115,28 +115,35 @@ struct narrow_arithmetic {
   COLLECTIVES_HOST_DEVICE friend bool operator==(T a, T b) { return float(a) == float(b); }  // as float: -0 == 0, NaN != NaN
 };
 
+// One type: its bits, explicit conversions from and to float, and from_bits.
+template <class Self, class Format, class Bits>
+struct narrow_value : narrow_arithmetic<Self> {
+  using format = Format;
+  Bits bits;
+  narrow_value() = default;
+  COLLECTIVES_HOST_DEVICE explicit narrow_value(float f) : bits(Format::from_float(f)) {}
+  COLLECTIVES_HOST_DEVICE explicit operator float() const { return Format::to_float(bits); }
+  COLLECTIVES_HOST_DEVICE static Self from_bits(Bits b) {
+    Self s;
+    s.bits = b;
+    return s;
+  }
+};
+
 }  // namespace detail
 
-#define COLLECTIVES_NARROW_TYPE(name, storage, exponent_bits, mantissa_bits, ieee_specials, saturates)             \
-  struct name : detail::narrow_arithmetic<name> {                                                                   \
-    using format = detail::narrow_format<storage, exponent_bits, mantissa_bits, ieee_specials, saturates>;          \
-    storage bits;                                                                                                     \
-    name() = default;                                                                                                 \
-    COLLECTIVES_HOST_DEVICE explicit name(float f) : bits(format::from_float(f)) {}                                  \
-    COLLECTIVES_HOST_DEVICE explicit operator float() const { return format::to_float(bits); }                       \
-    COLLECTIVES_HOST_DEVICE static name from_bits(storage b) {                                                       \
-      name n;                                                                                                         \
-      n.bits = b;                                                                                                     \
-      return n;                                                                                                       \
-    }                                                                                                                 \
-  };                                                                                                                  \
-  static_assert(sizeof(name) == sizeof(storage))
-
-COLLECTIVES_NARROW_TYPE(bf16, std::uint16_t, 8, 7, true, false);     // __nv_bfloat16
-COLLECTIVES_NARROW_TYPE(fp16, std::uint16_t, 5, 10, true, false);    // __half
-COLLECTIVES_NARROW_TYPE(fp8_e5m2, std::uint8_t, 5, 2, true, true);   // __nv_fp8_e5m2
-COLLECTIVES_NARROW_TYPE(fp8_e4m3, std::uint8_t, 4, 3, false, true);  // __nv_fp8_e4m3 (E4M3FN: no infinity)
-
-#undef COLLECTIVES_NARROW_TYPE
+struct bf16 : detail::narrow_value<bf16, detail::narrow_format<std::uint16_t, 8, 7, true, false>, std::uint16_t> {
+  using narrow_value::narrow_value;  // __nv_bfloat16
+};
+struct fp16 : detail::narrow_value<fp16, detail::narrow_format<std::uint16_t, 5, 10, true, false>, std::uint16_t> {
+  using narrow_value::narrow_value;  // __half
+};
+struct fp8_e5m2 : detail::narrow_value<fp8_e5m2, detail::narrow_format<std::uint8_t, 5, 2, true, true>, std::uint8_t> {
+  using narrow_value::narrow_value;  // __nv_fp8_e5m2
+};
+struct fp8_e4m3 : detail::narrow_value<fp8_e4m3, detail::narrow_format<std::uint8_t, 4, 3, false, true>, std::uint8_t> {
+  using narrow_value::narrow_value;  // __nv_fp8_e4m3 (E4M3FN: no infinity)
+};
+static_assert(sizeof(bf16) == 2 && sizeof(fp16) == 2 && sizeof(fp8_e5m2) == 1 && sizeof(fp8_e4m3) == 1);
 
 }  // namespace collectives
