@@ -6,6 +6,7 @@
 
 #include "algorithm/automatic.hpp"
 #include "algorithm/hierarchical.hpp"
+#include "detail/accumulated_call.hpp"
 #include "detail/call.hpp"
 
 namespace collectives {
@@ -16,12 +17,17 @@ template <algorithm Algorithm = automatic, transport Tr, buffer In, writable_buf
 void all_reduce(communicator<Tr>& comm, const In& input, Out&& output, Op op) {
   using T = element_of<Out>;
   static_assert(implements<Algorithm, kind::all_reduce>, "collectives: this algorithm does not implement all_reduce");
-  static_assert(detail::check_reduction<Algorithm, Op, T>());
   const char* call = "all_reduce";
   detail::check_size(call, "output", std::ranges::size(output), std::ranges::size(input));
   detail::check_bytes<T>(call, std::ranges::size(input));
-  detail::run<Algorithm, memory_space_of<Out>>(comm, call, kind::all_reduce{}, {.count = std::ranges::size(input)},
-                                               std::ranges::data(input), std::ranges::data(output), op);
+  if constexpr (detail::reduces_through_accumulator<Op>) {
+    static_assert(detail::check_accumulation<Algorithm, Op, T, memory_space_of<Out>>());
+    detail::all_reduce_through<Algorithm>(comm, detail::host_span(input), detail::host_span(output), op);
+  } else {
+    static_assert(detail::check_reduction<Algorithm, Op, T>());
+    detail::run<Algorithm, memory_space_of<Out>>(comm, call, kind::all_reduce{}, {.count = std::ranges::size(input)},
+                                                 std::ranges::data(input), std::ranges::data(output), op);
+  }
 }
 
 // In-place: `data` is the input and receives the result.

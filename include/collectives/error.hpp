@@ -21,6 +21,7 @@ enum class errc {
   protocol_error,        // a malformed frame, or one that does not fit what was posted
   invalid_config,        // the environment or arguments do not describe a usable job
   device_error,          // a CUDA call failed (no device, out of device memory, a kernel fault)
+  not_finite,            // an input holds infinity or NaN where the op needs finite values (reproducible_sum)
 };
 
 class error_category_impl final : public std::error_category {
@@ -42,6 +43,7 @@ class error_category_impl final : public std::error_category {
       case errc::protocol_error: return "protocol error";
       case errc::invalid_config: return "invalid configuration";
       case errc::device_error: return "device error";
+      case errc::not_finite: return "not finite";
     }
     return "unknown collectives error";
   }
@@ -53,7 +55,8 @@ class error_category_impl final : public std::error_category {
       case errc::buffer_size_mismatch:
       case errc::invalid_group:
       case errc::call_mismatch:
-      case errc::invalid_config: return std::errc::invalid_argument;
+      case errc::invalid_config:
+      case errc::not_finite: return std::errc::invalid_argument;
       case errc::unauthorized: return std::errc::permission_denied;
       case errc::protocol_error: return std::errc::protocol_error;
       case errc::count_overflow: return std::errc::value_too_large;

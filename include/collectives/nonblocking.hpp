@@ -164,6 +164,15 @@ call_handle<Tr> start(communicator<Tr>& comm, FrontEnd&& front_end) {
   return started;
 }
 
+// accumulate_as and reproducible_sum run as several calls (detail/accumulated_call.hpp),
+// which a handle does not hold yet.
+template <class... Args>
+constexpr bool starts_as_one_call() {
+  static_assert(!(reduces_through_accumulator<std::remove_cvref_t<Args>> || ...),
+                "collectives: accumulate_as and reproducible_sum have blocking calls only, for now");
+  return true;
+}
+
 }  // namespace detail
 
 // Each i-form takes exactly the arguments of its blocking form, and the same
@@ -171,10 +180,12 @@ call_handle<Tr> start(communicator<Tr>& comm, FrontEnd&& front_end) {
 
 template <algorithm Algorithm = automatic, transport Tr, std::ranges::range First, class... Rest>  // not the one-value form
 [[nodiscard]] call_handle<Tr> iall_reduce(communicator<Tr>& comm, First&& first, Rest&&... rest) {
+  static_assert(detail::starts_as_one_call<First, Rest...>());
   return detail::start(comm, [&] { all_reduce<Algorithm>(comm, std::forward<First>(first), std::forward<Rest>(rest)...); });
 }
 template <algorithm Algorithm = automatic, transport Tr, class... Args>
 [[nodiscard]] call_handle<Tr> ireduce(communicator<Tr>& comm, Args&&... args) {
+  static_assert(detail::starts_as_one_call<Args...>());
   return detail::start(comm, [&] { reduce<Algorithm>(comm, std::forward<Args>(args)...); });
 }
 template <algorithm Algorithm = automatic, transport Tr, class... Args>
@@ -191,10 +202,12 @@ template <algorithm Algorithm = automatic, transport Tr, class... Args>
 }
 template <algorithm Algorithm = automatic, transport Tr, class... Args>
 [[nodiscard]] call_handle<Tr> ireduce_scatter(communicator<Tr>& comm, Args&&... args) {
+  static_assert(detail::starts_as_one_call<Args...>());
   return detail::start(comm, [&] { reduce_scatter<Algorithm>(comm, std::forward<Args>(args)...); });
 }
 template <algorithm Algorithm = automatic, transport Tr, class... Args>
 [[nodiscard]] call_handle<Tr> ireduce_scatterv(communicator<Tr>& comm, Args&&... args) {
+  static_assert(detail::starts_as_one_call<Args...>());
   return detail::start(comm, [&] { reduce_scatterv<Algorithm>(comm, std::forward<Args>(args)...); });
 }
 template <algorithm Algorithm = automatic, transport Tr, class... Args>

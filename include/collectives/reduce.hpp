@@ -5,6 +5,7 @@
 #include <span>
 
 #include "algorithm/automatic.hpp"
+#include "detail/accumulated_call.hpp"
 #include "detail/call.hpp"
 
 namespace collectives {
@@ -16,14 +17,19 @@ template <algorithm Algorithm = automatic, transport Tr, buffer In, writable_buf
 void reduce(communicator<Tr>& comm, const In& input, Out&& output, Op op, int root) {
   using T = element_of<Out>;
   static_assert(implements<Algorithm, kind::reduce>, "collectives: this algorithm does not implement reduce");
-  static_assert(detail::check_reduction<Algorithm, Op, T>());
   const char* call = "reduce";
   detail::check_root(call, root, comm.size());
   if (comm.rank() == root) detail::check_size(call, "output", std::ranges::size(output), std::ranges::size(input));
   detail::check_bytes<T>(call, std::ranges::size(input));
-  detail::run<Algorithm, memory_space_of<Out>>(comm, call, kind::reduce{},
-                                               {.count = std::ranges::size(input), .root = root},
-                                               std::ranges::data(input), std::ranges::data(output), op);
+  if constexpr (detail::reduces_through_accumulator<Op>) {
+    static_assert(detail::check_accumulation<Algorithm, Op, T, memory_space_of<Out>>());
+    detail::reduce_through<Algorithm>(comm, detail::host_span(input), detail::host_span(output), op, root);
+  } else {
+    static_assert(detail::check_reduction<Algorithm, Op, T>());
+    detail::run<Algorithm, memory_space_of<Out>>(comm, call, kind::reduce{},
+                                                 {.count = std::ranges::size(input), .root = root},
+                                                 std::ranges::data(input), std::ranges::data(output), op);
+  }
 }
 
 // In-place: the root's `data` receives the result; other ranks' data is unchanged.

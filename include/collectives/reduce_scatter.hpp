@@ -6,6 +6,7 @@
 #include <span>
 
 #include "algorithm/automatic.hpp"
+#include "detail/accumulated_call.hpp"
 #include "detail/call.hpp"
 
 namespace collectives {
@@ -18,14 +19,20 @@ void reduce_scatter(communicator<Tr>& comm, const In& input, Out&& output, Op op
   using T = element_of<Out>;
   static_assert(implements<Algorithm, kind::reduce_scatter>,
                 "collectives: this algorithm does not implement reduce_scatter");
-  static_assert(detail::check_reduction<Algorithm, Op, T>());
   const char* call = "reduce_scatter";
   const std::size_t n = std::ranges::size(output);
   const std::size_t total = detail::checked_product(call, n, static_cast<std::size_t>(comm.size()));
   detail::check_size(call, "input", std::ranges::size(input), total);
   detail::check_bytes<T>(call, total);
-  detail::run<Algorithm, memory_space_of<Out>>(comm, call, kind::reduce_scatter{}, {.count = n},
-                                               std::ranges::data(input), std::ranges::data(output), op);
+  if constexpr (detail::reduces_through_accumulator<Op>) {
+    static_assert(detail::check_accumulation<Algorithm, Op, T, memory_space_of<Out>>());
+    detail::reduce_scatter_through<Algorithm>(comm, call, kind::reduce_scatter{}, {.count = n}, detail::host_span(input),
+                                              detail::host_span(output), n * std::size_t(comm.rank()), op);
+  } else {
+    static_assert(detail::check_reduction<Algorithm, Op, T>());
+    detail::run<Algorithm, memory_space_of<Out>>(comm, call, kind::reduce_scatter{}, {.count = n},
+                                                 std::ranges::data(input), std::ranges::data(output), op);
+  }
 }
 
 // In-place: `data` has P*N elements; this rank's result lands at rank*N (the rest
@@ -44,15 +51,22 @@ void reduce_scatterv(communicator<Tr>& comm, const In& input, Out&& output, std:
   using T = element_of<Out>;
   static_assert(implements<Algorithm, kind::reduce_scatterv>,
                 "collectives: this algorithm does not implement reduce_scatterv");
-  static_assert(detail::check_reduction<Algorithm, Op, T>());
   const char* call = "reduce_scatterv";
   detail::check_counts(call, counts, comm.size());
   const std::size_t total = detail::checked_total(call, counts);
   detail::check_size(call, "input", std::ranges::size(input), total);
   detail::check_size(call, "output", std::ranges::size(output), counts[static_cast<std::size_t>(comm.rank())]);
   detail::check_bytes<T>(call, total);
-  detail::run<Algorithm, memory_space_of<Out>>(comm, call, kind::reduce_scatterv{}, {.counts = counts},
-                                               std::ranges::data(input), std::ranges::data(output), op);
+  if constexpr (detail::reduces_through_accumulator<Op>) {
+    static_assert(detail::check_accumulation<Algorithm, Op, T, memory_space_of<Out>>());
+    detail::reduce_scatter_through<Algorithm>(comm, call, kind::reduce_scatterv{}, {.counts = counts},
+                                              detail::host_span(input), detail::host_span(output),
+                                              plan::displacements(counts)[std::size_t(comm.rank())], op);
+  } else {
+    static_assert(detail::check_reduction<Algorithm, Op, T>());
+    detail::run<Algorithm, memory_space_of<Out>>(comm, call, kind::reduce_scatterv{}, {.counts = counts},
+                                                 std::ranges::data(input), std::ranges::data(output), op);
+  }
 }
 
 // In-place, uneven: this rank's result lands on its own part of `data`.

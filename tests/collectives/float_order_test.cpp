@@ -2,9 +2,16 @@
 // Each algorithm documents its order; here its results must equal, to the last bit,
 // a serial computation in that order, be identical on every rank, and repeat exactly.
 // The same for bf16, whose sum rounds at each add (element_types.hpp).
+// Sums through an accumulator (ops/accumulate.hpp) round once, and reproducible_sum
+// gives the same bits whatever the algorithm, rank count and split of the values.
+#include <cmath>
+#include <limits>
+#include <numeric>
 #include <random>
 
 #include <collectives/element_types.hpp>
+#include <collectives/fixed_point.hpp>
+#include <collectives/ops/accumulate.hpp>
 
 #include "harness.hpp"
 
@@ -129,4 +136,245 @@ TEST_CASE("float all_reduce: automatic gives bitwise the same result on every ra
         return mismatch<float>(runs[0], rank0, "rank 0's result");
       });
     }
+}
+
+// ---- sums through an accumulator ------------------------------------------------
+
+namespace {
+
+using narrow_types = std::tuple<coll::bf16, coll::fp16, coll::fp8_e4m3, coll::fp8_e5m2>;
+
+// Values in [-1, 1] rounded to T, each 0 or at least 2^-8 in magnitude: a float adds
+// up to 2^12 of them exactly, so a float accumulator's sum is the exact one.
+template <class T>
+std::vector<std::vector<T>> unit_inputs(int p, std::size_t n, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<std::vector<T>> given(static_cast<std::size_t>(p), std::vector<T>(n));
+  for (auto& v : given)
+    for (auto& x : v) {
+      const float f = dist(gen);
+      x = T(std::fabs(f) < 1.0f / 256 ? 0.0f : f);
+    }
+  return given;
+}
+
+// The exact sum of every rank's element i, rounded once to T.
+template <class T>
+std::vector<T> rounded_once(const std::vector<std::vector<T>>& x, std::size_t n) {
+  std::vector<T> out(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    double exact = 0;  // exact: at most 8 terms of 17 bits around 1
+    for (const auto& v : x) exact += double(float(v[i]));
+    out[i] = T(float(exact));
+  }
+  return out;
+}
+
+template <class A, class T>
+void check_rounded_once(int p, std::size_t n) {
+  const auto given = unit_inputs<T>(p, n, unsigned(p * 31 + n));
+  const auto want = rounded_once(given, n);
+  const auto wide = coll::accumulate_as<float>(coll::sum{});
+  const auto info = case_info(std::string(A::name) + " " + typeid(T).name() + " P=" + std::to_string(p) + " N=" + std::to_string(n));
+  on_ranks(p, [&](comm& c) {
+    const auto r = std::size_t(c.rank());
+    auto data = given[r];
+    coll::all_reduce<A>(c, data, wide);  // in place
+    if (auto m = mismatch<T>(data, want, "all_reduce"); !m.empty()) return m;
+    std::vector<T> out(n);
+    coll::all_reduce<A>(c, given[r], out, wide);
+    if (auto m = mismatch<T>(out, want, "all_reduce out of place"); !m.empty()) return m;
+    if constexpr (coll::implements<A, coll::kind::reduce>) {
+      const int root = c.size() - 1;
+      std::vector<T> at_root(c.rank() == root ? n : 0);
+      coll::reduce<A>(c, given[r], at_root, wide, root);
+      if (c.rank() == root)
+        if (auto m = mismatch<T>(at_root, want, "reduce"); !m.empty()) return m;
+    }
+    if constexpr (coll::implements<A, coll::kind::reduce_scatterv>) {
+      const auto counts = coll::plan::even_chunk_counts(n, c.size());
+      const std::size_t own = coll::plan::displacements(counts)[r];
+      std::vector<T> part(counts[r]);
+      coll::reduce_scatterv<A>(c, given[r], part, counts, wide);
+      if (auto m = mismatch<T>(part, std::span(want).subspan(own, counts[r]), "reduce_scatterv"); !m.empty()) return m;
+    }
+    return std::string();
+  });
+}
+
+template <class A>
+void check_rounded_once_each_type() {
+  for (int p : rank_counts)
+    for (std::size_t n : element_counts(p, false))
+      std::apply([&](auto... type) { (check_rounded_once<A, decltype(type)>(p, n), ...); }, narrow_types{});
+}
+
+template <class T>
+auto float_of(const T& x) {
+  if constexpr (std::is_floating_point_v<T>) return x;
+  else return float(x);
+}
+
+// The reproducible sum by other means: for each block of `block` elements, every
+// value scaled by 2^-u (from the block's largest magnitude) and rounded to an integer
+// in long double, the integers added in 128 bits, the total rounded to T.
+template <class T>
+std::vector<T> fixed_point_sum(const std::vector<std::vector<T>>& terms, std::size_t n, std::uint64_t max_terms,
+                               std::size_t block = coll::reproducible_sum::block) {
+  const int headroom = int(std::ceil(std::log2((long double)max_terms)));
+  std::vector<T> out(n);
+  for (std::size_t first = 0; first < n; first += block) {
+    const std::size_t last = std::min(n, first + block);
+    int largest = std::numeric_limits<int>::min();
+    for (const auto& v : terms)
+      for (std::size_t i = first; i < last; ++i)
+        if (const long double m = std::fabs((long double)float_of(v[i])); m != 0) {
+          int e = 0;
+          std::frexp(m, &e);
+          largest = std::max(largest, e);
+        }
+    const int u = largest == std::numeric_limits<int>::min() ? 0 : largest + headroom - 62;
+    for (std::size_t i = first; i < last; ++i) {
+      __int128 total = 0;
+      for (const auto& v : terms) total += (__int128)std::nearbyint(std::ldexp((long double)float_of(v[i]), -u));
+      const long double sum = std::ldexp((long double)total, u);
+      if constexpr (std::is_same_v<T, double>) out[i] = double(sum);
+      else if constexpr (std::is_same_v<T, float>) out[i] = float(sum);
+      else out[i] = T(float(sum));
+    }
+  }
+  return out;
+}
+
+template <class T>
+std::vector<std::vector<T>> prefixes(const std::vector<std::vector<T>>& x, std::size_t n) {
+  std::vector<std::vector<T>> out;
+  for (const auto& v : x) out.emplace_back(v.begin(), v.begin() + std::ptrdiff_t(n));
+  return out;
+}
+
+template <class A, class T>
+void check_reproducible(int p, std::size_t n) {
+  // Mixed magnitudes where T holds them; fp16 and fp8 values in [-1, 1].
+  constexpr bool small_range = std::is_same_v<T, coll::fp16> || sizeof(T) == 1;
+  const auto given = small_range ? unit_inputs<T>(p, n, unsigned(p * 131 + n)) : random_inputs<T>(p, n, unsigned(p * 131 + n));
+  const coll::reproducible_sum op;
+  const auto want = fixed_point_sum(given, n, op.max_terms);
+  const auto info = case_info(std::string(A::name) + " " + typeid(T).name() + " P=" + std::to_string(p) + " N=" + std::to_string(n));
+  on_ranks(p, [&](comm& c) {
+    const auto r = std::size_t(c.rank());
+    auto data = given[r];
+    coll::all_reduce<A>(c, data, op);
+    if (auto m = mismatch<T>(data, want, "all_reduce"); !m.empty()) return m;
+    if constexpr (coll::implements<A, coll::kind::reduce>) {
+      std::vector<T> at_root(c.rank() == 0 ? n : 0);
+      coll::reduce<A>(c, given[r], at_root, op, 0);
+      if (c.rank() == 0)
+        if (auto m = mismatch<T>(at_root, want, "reduce"); !m.empty()) return m;
+    }
+    if constexpr (coll::implements<A, coll::kind::reduce_scatterv>) {  // parts across blocks: a part's own scales
+      const auto counts = uneven_counts(c.size(), n / std::size_t(2 * c.size()));
+      const std::size_t total = std::accumulate(counts.begin(), counts.end(), std::size_t(0));
+      if (total <= n) {
+        const std::size_t own = coll::plan::displacements(counts)[r];
+        std::vector<T> part(counts[r]);
+        coll::reduce_scatterv<A>(c, std::span(given[r]).first(total), part, counts, op);
+        const auto want_all = fixed_point_sum(prefixes(given, total), total, op.max_terms);
+        if (auto m = mismatch<T>(part, std::span(want_all).subspan(own, counts[r]), "reduce_scatterv"); !m.empty()) return m;
+      }
+    }
+    return std::string();
+  });
+}
+
+template <class A>
+void check_reproducible_each_type() {
+  for (int p : rank_counts)
+    for (std::size_t n : element_counts(p, false)) {
+      check_reproducible<A, float>(p, n);
+      check_reproducible<A, double>(p, n);
+      check_reproducible<A, coll::bf16>(p, n);
+      check_reproducible<A, coll::fp8_e4m3>(p, n);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("accumulate_as<float>: bf16, fp16 and fp8 sums round once, under every algorithm" * doctest::timeout(300)) {
+  check_rounded_once_each_type<coll::direct>();
+  check_rounded_once_each_type<coll::ring>();
+  check_rounded_once_each_type<coll::double_binary_tree>();
+  check_rounded_once_each_type<coll::halving_doubling>();
+  check_rounded_once_each_type<coll::automatic>();
+}
+
+TEST_CASE("accumulate_as<float>: the large case, and plain bf16, which rounds at each hop, is further off") {
+  for (int p : rank_counts) {
+    check_rounded_once<coll::automatic, coll::bf16>(p, large_count);
+    if (p < 3) continue;
+    const auto given = unit_inputs<coll::bf16>(p, 1000, 5);
+    const auto want = rounded_once(given, 1000);
+    on_ranks(p, [&](comm& c) {
+      auto data = given[std::size_t(c.rank())];
+      coll::all_reduce<coll::ring>(c, data, coll::sum{});
+      std::size_t off = 0;
+      for (std::size_t i = 0; i < data.size(); ++i) off += data[i].bits != want[i].bits;
+      return off > 0 ? std::string() : "plain bf16 sums all came out rounded once: the check above could not tell them apart";
+    });
+  }
+}
+
+TEST_CASE("reproducible_sum: the fixed-point sum of the same values, bit for bit, under every algorithm" * doctest::timeout(300)) {
+  check_reproducible_each_type<coll::direct>();
+  check_reproducible_each_type<coll::ring>();
+  check_reproducible_each_type<coll::double_binary_tree>();
+  check_reproducible_each_type<coll::halving_doubling>();
+  check_reproducible_each_type<coll::automatic>();
+  for (int p : rank_counts) {
+    check_reproducible<coll::automatic, coll::fp16>(p, 1000);
+    check_reproducible<coll::automatic, coll::fp8_e5m2>(p, 1000);
+  }
+}
+
+TEST_CASE("reproducible_sum: terms split unevenly over the ranks and added locally first give the same bits at every rank count") {
+  // 24 terms per element, the same multiset at every P; rank r adds terms
+  // [bounds[r], bounds[r + 1]) itself, some ranks none.
+  constexpr std::size_t terms = 24, n = 333;
+  const auto all = random_inputs<float>(int(terms), n, 99);
+  const auto want = fixed_point_sum(all, n, terms, n);  // one scale for all, as agree_fixed_point gives
+  for (int p : rank_counts) {
+    std::vector<std::size_t> bounds{0};
+    for (int r = 0; r < p; ++r) bounds.push_back(r == p - 1 ? terms : std::min(terms, bounds.back() + (r % 3 == 1 ? 0 : std::size_t(r) + 2)));
+    INFO("P=", p);
+    on_ranks(p, [&](comm& c) {
+      const auto r = std::size_t(c.rank());
+      int largest = std::numeric_limits<int>::min();
+      for (std::size_t t = bounds[r]; t < bounds[r + 1]; ++t) largest = std::max(largest, coll::largest_exponent<float>(all[t]));
+      const auto scale = coll::agree_fixed_point(c, largest, terms);
+      std::vector<std::int64_t> sums(n);
+      for (std::size_t t = bounds[r]; t < bounds[r + 1]; ++t) scale.accumulate<float>(sums, all[t]);
+      coll::all_reduce(c, sums, coll::sum{});
+      std::vector<float> got(n);
+      for (std::size_t i = 0; i < n; ++i) got[i] = scale.value_of<float>(sums[i]);
+      return mismatch<float>(got, want, "the sum of 24 terms");
+    });
+  }
+}
+
+TEST_CASE("reproducible_sum: infinity or NaN on one rank is an error on every rank, naming it") {
+  for (int p : rank_counts)
+    on_ranks(p, [&](comm& c) {
+      std::vector<float> data(10, 1.0f);
+      if (c.rank() == c.size() - 1) data[3] = std::numeric_limits<float>::quiet_NaN();
+      try {
+        coll::all_reduce(c, data, coll::reproducible_sum{});
+      } catch (const coll::error& e) {
+        const std::string want = "rank(s) " + std::to_string(c.size() - 1) + " hold infinity or NaN";
+        if (e.code() != coll::errc::not_finite || std::string(e.what()).find(want) == std::string::npos)
+          return std::string("threw ") + e.what();
+        return std::string();
+      }
+      return std::string("no error");
+    });
 }

@@ -1,0 +1,140 @@
+// The reducing calls whose op works on an accumulator type wider than the elements
+// (ops/accumulate.hpp): each rank widens its input, the ranks reduce the accumulators,
+// and each result is rounded to the element type once. An all_reduce reduce-scatters
+// the accumulators, rounds its own part and all-gathers the element type, so that
+// only the reduce phase carries the wider type; with an algorithm that does not plan
+// those two, it all-reduces the accumulators and rounds every element.
+//
+// These are blocking calls made of two or three calls of the algorithm, each with its
+// own call check, trace event and timeout, all under the name of the user's call.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <string>
+
+#include "../fixed_point.hpp"
+#include "../ops/accumulate.hpp"
+#include "call.hpp"
+
+namespace collectives::detail {
+
+// The op, the accumulator and the conversions of a call: accumulate_as widens with a
+// conversion; reproducible_sum first agrees on a fixed_point scale per block of
+// elements. widen() converts a rank's whole input; narrow() `n` accumulators that hold
+// the input's elements from `first` on.
+template <class Op, class T>
+struct accumulation;
+
+template <class A, class Op, class T>
+struct accumulation<accumulating_op<A, Op>, T> {
+  using accumulator = A;
+  accumulating_op<A, Op> op;
+
+  template <class Comm>
+  accumulation(Comm&, const char*, accumulating_op<A, Op> o, std::span<const T>) : op(o) {}
+  void widen(std::span<const T> in, A* out) const {
+    for (std::size_t i = 0; i < in.size(); ++i) out[i] = static_cast<A>(in[i]);
+  }
+  void narrow(const A* in, T* out, std::size_t, std::size_t n) const {
+    for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<T>(in[i]);
+  }
+};
+
+template <class T>
+struct accumulation<reproducible_sum, T> {
+  static_assert(std::is_floating_point_v<T> || std::is_constructible_v<T, float>,
+                "collectives: reproducible_sum adds float, double and the narrow types (element_types.hpp)");
+  using accumulator = std::int64_t;
+  static constexpr std::size_t block = reproducible_sum::block;
+  reproducible_sum op;
+  std::vector<fixed_point> scales;  // by block
+
+  template <class Comm>
+  accumulation(Comm& comm, const char* call, reproducible_sum o, std::span<const T> input) : op(o) {
+    if (static_cast<std::uint64_t>(comm.size()) > op.max_terms)
+      throw error(errc::count_overflow, std::string(call) + ": reproducible_sum adds " + std::to_string(comm.size()) +
+                                            " ranks' values, more than its max_terms of " + std::to_string(op.max_terms));
+    std::vector<int> largest((input.size() + block - 1) / block);
+    for (std::size_t b = 0; b < largest.size(); ++b)
+      largest[b] = largest_exponent(input.subspan(b * block, std::min(block, input.size() - b * block)));
+    scales = agree_fixed_points(comm, call, largest, op.max_terms);
+  }
+  void widen(std::span<const T> in, std::int64_t* out) const {
+    for (std::size_t b = 0; b * block < in.size(); ++b)
+      scales[b].units_of(in.subspan(b * block, std::min(block, in.size() - b * block)), out + b * block);
+  }
+  void narrow(const std::int64_t* in, T* out, std::size_t first, std::size_t n) const {
+    for (std::size_t i = 0; i < n; ++i) out[i] = scales[(first + i) / block].template value_of<T>(in[i]);
+  }
+};
+
+// The element work's host memory for the accumulators: uninitialized until widened.
+template <class A>
+auto accumulators(std::size_t count) {
+  return memory_ops<host_memory>::allocate<A>(count);
+}
+
+template <class Algorithm, class Op, class T, class Space>
+constexpr bool check_accumulation() {
+  static_assert(check_reduction<Algorithm, Op, typename accumulation<Op, T>::accumulator>());
+  static_assert(std::is_same_v<Space, host_memory>,
+                "collectives: accumulate_as and reproducible_sum work on host memory (device buffers: not yet)");
+  return true;
+}
+
+// A host buffer as a span of its elements.
+template <class R>
+auto host_span(R&& r) {
+  return std::span(std::ranges::data(r), std::ranges::size(r));
+}
+
+template <class Algorithm, transport Tr, class T, class Op>
+void all_reduce_through(communicator<Tr>& comm, std::span<const T> input, std::span<T> output, const Op& user_op) {
+  using A = typename accumulation<Op, T>::accumulator;
+  const char* call = "all_reduce";
+  accumulation<Op, T> acc(comm, call, user_op, input);
+  const std::size_t count = input.size();
+  auto wide = accumulators<A>(count);
+  acc.widen(input, wide.get());
+  if constexpr (implements<Algorithm, kind::reduce_scatterv> && implements<Algorithm, kind::all_gatherv>) {
+    const auto counts = plan::even_chunk_counts(count, comm.size());
+    const std::size_t own = plan::displacements(counts)[static_cast<std::size_t>(comm.rank())];
+    const std::size_t own_count = counts[static_cast<std::size_t>(comm.rank())];
+    run<Algorithm>(comm, call, kind::reduce_scatterv{}, {.counts = counts}, wide.get(), wide.get() + own, acc.op);
+    acc.narrow(wide.get() + own, output.data() + own, own, own_count);
+    no_reduce keep;
+    run<Algorithm>(comm, call, kind::all_gatherv{}, {.counts = counts}, output.data() + own, output.data(), keep);
+  } else {
+    run<Algorithm>(comm, call, kind::all_reduce{}, {.count = count}, wide.get(), wide.get(), acc.op);
+    acc.narrow(wide.get(), output.data(), 0, count);
+  }
+}
+
+template <class Algorithm, transport Tr, class T, class Op>
+void reduce_through(communicator<Tr>& comm, std::span<const T> input, std::span<T> output, const Op& user_op, int root) {
+  using A = typename accumulation<Op, T>::accumulator;
+  const char* call = "reduce";
+  accumulation<Op, T> acc(comm, call, user_op, input);
+  const std::size_t count = input.size();
+  auto wide = accumulators<A>(count);
+  acc.widen(input, wide.get());
+  run<Algorithm>(comm, call, kind::reduce{}, {.count = count, .root = root}, wide.get(), wide.get(), acc.op);
+  if (comm.rank() == root) acc.narrow(wide.get(), output.data(), 0, count);
+}
+
+// reduce_scatter (Kind and its request as the front end makes them) or reduce_scatterv;
+// this rank's part starts at element `own_first` of the input.
+template <class Algorithm, transport Tr, class Kind, class T, class Op>
+void reduce_scatter_through(communicator<Tr>& comm, const char* call, Kind kind, const plan_request& req,
+                            std::span<const T> input, std::span<T> output, std::size_t own_first, const Op& user_op) {
+  using A = typename accumulation<Op, T>::accumulator;
+  accumulation<Op, T> acc(comm, call, user_op, input);
+  auto wide = accumulators<A>(input.size());
+  acc.widen(input, wide.get());
+  auto own = accumulators<A>(output.size());
+  run<Algorithm>(comm, call, kind, req, wide.get(), own.get(), acc.op);
+  acc.narrow(own.get(), output.data(), own_first, output.size());
+}
+
+}  // namespace collectives::detail

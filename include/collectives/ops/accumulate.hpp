@@ -1,0 +1,146 @@
+// Reductions through a wider accumulator: accumulate_as<A>(op), whose partial sums
+// travel as A and are rounded to the element type once, and reproducible_sum, whose
+// partial sums are 64-bit integers at an exponent the ranks agree on, so that the
+// result does not depend on the order of the adds. The calls that run them are in
+// detail/accumulated_call.hpp; docs/precision.md has the error bounds.
+#pragma once
+
+#include <cmath>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <type_traits>
+
+#include "../concepts/reduce_op.hpp"
+#include "../element_types.hpp"
+#include "builtin.hpp"
+
+namespace collectives {
+
+// Op applied to values widened to Accumulator: all_reduce, reduce and reduce_scatter
+// widen each rank's input, reduce in Accumulator (partial sums cross the links at its
+// width) and round each result to the element type once; an all_reduce then gathers
+// the results in the element type.
+template <class Accumulator, class Op>
+struct accumulating_op {
+  static constexpr bool commutative = is_commutative_v<Op>;
+  using accumulator = Accumulator;
+  Op op;
+
+  Accumulator operator()(const Accumulator& a, const Accumulator& b) const { return static_cast<Accumulator>(op(a, b)); }
+  Accumulator finalize(const Accumulator& total, int nranks) const
+    requires has_finalize<Op, Accumulator>
+  {
+    return static_cast<Accumulator>(op.finalize(total, nranks));
+  }
+};
+
+//   coll::all_reduce(comm, grad_bf16, coll::accumulate_as<float>(coll::sum{}));
+template <class Accumulator, class Op = sum>
+constexpr accumulating_op<Accumulator, Op> accumulate_as(Op op = {}) {
+  return {op};
+}
+
+// Values held as whole multiples of 2^exponent in an int64: sums of them are exact, so
+// they are the same in any order. A scale that every rank uses alike comes from
+// agree_fixed_point (fixed_point.hpp); `max_terms` values, each below
+// 2^(exponent + 62 - log2(max_terms)) in magnitude, add up without overflow.
+struct fixed_point {
+  int exponent = 0;
+
+  // The float type a T converts through: T itself for float and double, else float.
+  template <class T>
+  using float_of_t = std::conditional_t<std::is_floating_point_v<T>, T, float>;
+
+  // The nearest multiple (ties to even): scaling by a power of two is exact.
+  template <class T>
+  std::int64_t units_of(T value) const {
+    return units(value, std::ldexp(1.0, -exponent));
+  }
+  template <class T>
+  void units_of(std::span<const T> values, std::int64_t* units_out) const {
+    const double scale = std::ldexp(1.0, -exponent);
+    for (std::size_t i = 0; i < values.size(); ++i) units_out[i] = units(values[i], scale);
+  }
+
+  // A sum of units as T, rounded once: the double in between holds 53 bits, at least
+  // 2p + 2 of float's p = 24 and of the narrow types', so rounding through it is exact
+  // rounding (to nearest, ties to even); a double result rounds once there.
+  template <class T>
+  T value_of(std::int64_t units_in) const {
+    const double v = static_cast<double>(units_in) * std::ldexp(1.0, exponent);
+    if constexpr (std::is_same_v<T, double>) return v;
+    else if constexpr (std::is_same_v<T, float>) return static_cast<float>(v);
+    else return T(static_cast<float>(v));
+  }
+
+  // Adds `values` into `sums`, element by element.
+  template <class T>
+  void accumulate(std::span<std::int64_t> sums, std::span<const T> values) const {
+    const double scale = std::ldexp(1.0, -exponent);
+    for (std::size_t i = 0; i < sums.size() && i < values.size(); ++i) sums[i] += units(values[i], scale);
+  }
+
+  // The scale for values whose magnitudes are below 2^max_exponent (a value's
+  // exponent: frexp's), `terms` of them at most: the finest that cannot overflow.
+  static fixed_point for_terms(int max_exponent, std::uint64_t terms) {
+    int headroom = 0;  // ceil(log2(terms))
+    while (headroom < 63 && (std::uint64_t(1) << headroom) < terms) ++headroom;
+    return {max_exponent + headroom - 62};
+  }
+
+ private:
+  template <class T>
+  static std::int64_t units(T value, double scale) {
+    return std::llrint(static_cast<double>(static_cast<float_of_t<T>>(value)) * scale);
+  }
+};
+
+// The exponent of the largest magnitude in `values` (frexp's: every |value| is below
+// 2^e), the smallest int for none or all zeros, or the largest for infinity or NaN.
+template <class T>
+int largest_exponent(std::span<const T> values) {
+  using F = fixed_point::float_of_t<T>;
+  F largest = 0;
+  for (const T& v : values) {
+    const F m = std::fabs(static_cast<F>(v));
+    if (!(m <= std::numeric_limits<F>::max())) return std::numeric_limits<int>::max();  // inf or NaN
+    largest = m > largest ? m : largest;
+  }
+  if (largest == 0) return std::numeric_limits<int>::min();
+  int e = 0;
+  std::frexp(largest, &e);
+  return e;
+}
+
+// A sum that is the same, bit for bit, however the values are split across ranks and
+// whatever the algorithm: the ranks agree on a fixed_point scale for each block of
+// elements from the largest magnitude there on any rank, add in int64 exactly, and
+// round each result once. For
+// float, double and the narrow types; at most `max_terms` values per element (the
+// rank count, or more where ranks add partial sums of their own first). Infinity or
+// NaN in an input is an error (errc::not_finite) on every rank.
+struct reproducible_sum {
+  static constexpr bool commutative = true;
+  // Each block of this many elements has a scale of its own, from its largest value.
+  static constexpr std::size_t block = 256;
+  std::uint64_t max_terms = std::uint64_t(1) << 20;
+
+  std::int64_t operator()(std::int64_t a, std::int64_t b) const { return a + b; }
+};
+
+namespace detail {
+
+template <class Op>
+inline constexpr bool accumulates = false;
+template <class A, class Op>
+inline constexpr bool accumulates<accumulating_op<A, Op>> = true;
+
+// Ops that the front ends run as several calls through an accumulator type.
+template <class Op>
+concept reduces_through_accumulator = accumulates<Op> || std::same_as<Op, reproducible_sum>;
+
+}  // namespace detail
+}  // namespace collectives
