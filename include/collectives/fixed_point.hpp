@@ -2,7 +2,7 @@
 // fixed_point), agreed from every rank's largest magnitude: the sum it gives is the
 // same however the values are split across ranks, and in whatever order they add.
 //
-//   auto scale = coll::agree_fixed_point(comm, coll::largest_exponent(my_values), terms);
+//   coll::fixed_point scale = coll::agree_fixed_point(comm, coll::largest_exponent<float>(my_values), terms);
 //   std::vector<std::int64_t> sums(n);                  // zeros
 //   for (auto& batch : my_batches) scale.accumulate(sums, batch);
 //   coll::all_reduce(comm, sums, coll::sum{});           // exact

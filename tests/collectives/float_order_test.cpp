@@ -353,7 +353,7 @@ TEST_CASE("reproducible_sum: terms split unevenly over the ranks and added local
       for (std::size_t t = bounds[r]; t < bounds[r + 1]; ++t) largest = std::max(largest, coll::largest_exponent<float>(all[t]));
       const auto scale = coll::agree_fixed_point(c, largest, terms);
       std::vector<std::int64_t> sums(n);
-      for (std::size_t t = bounds[r]; t < bounds[r + 1]; ++t) scale.accumulate<float>(sums, all[t]);
+      for (std::size_t t = bounds[r]; t < bounds[r + 1]; ++t) scale.accumulate(sums, all[t]);
       coll::all_reduce(c, sums, coll::sum{});
       std::vector<float> got(n);
       for (std::size_t i = 0; i < n; ++i) got[i] = scale.value_of<float>(sums[i]);

@@ -65,14 +65,20 @@ struct accumulation<reproducible_sum, T> {
       scales[b].units_of(in.subspan(b * block, std::min(block, in.size() - b * block)), out + b * block);
   }
   void narrow(const std::int64_t* in, T* out, std::size_t first, std::size_t n) const {
-    for (std::size_t i = 0; i < n; ++i) out[i] = scales[(first + i) / block].template value_of<T>(in[i]);
+    for (std::size_t i = 0; i < n;) {  // a block's part at a time
+      const std::size_t b = (first + i) / block, k = std::min(n - i, (b + 1) * block - (first + i));
+      scales[b].values_of(std::span(in + i, k), out + i);
+      i += k;
+    }
   }
 };
 
-// The element work's host memory for the accumulators: uninitialized until widened.
-template <class A>
-auto accumulators(std::size_t count) {
-  return memory_ops<host_memory>::allocate<A>(count);
+// Room for `count` accumulators (uninitialized until widened), the communicator's own
+// until its next call through an accumulator.
+template <class A, transport Tr>
+A* accumulators(communicator<Tr>& comm, std::size_t count) {
+  static_assert(alignof(A) <= reusable_host_memory::alignment);
+  return reinterpret_cast<A*>(comm.workspace().accumulators.get(count * sizeof(A)));
 }
 
 template <class Algorithm, class Op, class T, class Space>
@@ -95,19 +101,19 @@ void all_reduce_through(communicator<Tr>& comm, std::span<const T> input, std::s
   const char* call = "all_reduce";
   accumulation<Op, T> acc(comm, call, user_op, input);
   const std::size_t count = input.size();
-  auto wide = accumulators<A>(count);
-  acc.widen(input, wide.get());
+  A* const wide = accumulators<A>(comm, count);
+  acc.widen(input, wide);
   if constexpr (implements<Algorithm, kind::reduce_scatterv> && implements<Algorithm, kind::all_gatherv>) {
     const auto counts = plan::even_chunk_counts(count, comm.size());
     const std::size_t own = plan::displacements(counts)[static_cast<std::size_t>(comm.rank())];
     const std::size_t own_count = counts[static_cast<std::size_t>(comm.rank())];
-    run<Algorithm>(comm, call, kind::reduce_scatterv{}, {.counts = counts}, wide.get(), wide.get() + own, acc.op);
-    acc.narrow(wide.get() + own, output.data() + own, own, own_count);
+    run<Algorithm>(comm, call, kind::reduce_scatterv{}, {.counts = counts}, wide, wide + own, acc.op);
+    acc.narrow(wide + own, output.data() + own, own, own_count);
     no_reduce keep;
     run<Algorithm>(comm, call, kind::all_gatherv{}, {.counts = counts}, output.data() + own, output.data(), keep);
   } else {
-    run<Algorithm>(comm, call, kind::all_reduce{}, {.count = count}, wide.get(), wide.get(), acc.op);
-    acc.narrow(wide.get(), output.data(), 0, count);
+    run<Algorithm>(comm, call, kind::all_reduce{}, {.count = count}, wide, wide, acc.op);
+    acc.narrow(wide, output.data(), 0, count);
   }
 }
 
@@ -117,10 +123,10 @@ void reduce_through(communicator<Tr>& comm, std::span<const T> input, std::span<
   const char* call = "reduce";
   accumulation<Op, T> acc(comm, call, user_op, input);
   const std::size_t count = input.size();
-  auto wide = accumulators<A>(count);
-  acc.widen(input, wide.get());
-  run<Algorithm>(comm, call, kind::reduce{}, {.count = count, .root = root}, wide.get(), wide.get(), acc.op);
-  if (comm.rank() == root) acc.narrow(wide.get(), output.data(), 0, count);
+  A* const wide = accumulators<A>(comm, count);
+  acc.widen(input, wide);
+  run<Algorithm>(comm, call, kind::reduce{}, {.count = count, .root = root}, wide, wide, acc.op);
+  if (comm.rank() == root) acc.narrow(wide, output.data(), 0, count);
 }
 
 // reduce_scatter (Kind and its request as the front end makes them) or reduce_scatterv;
@@ -130,11 +136,11 @@ void reduce_scatter_through(communicator<Tr>& comm, const char* call, Kind kind,
                             std::span<const T> input, std::span<T> output, std::size_t own_first, const Op& user_op) {
   using A = typename accumulation<Op, T>::accumulator;
   accumulation<Op, T> acc(comm, call, user_op, input);
-  auto wide = accumulators<A>(input.size());
-  acc.widen(input, wide.get());
-  auto own = accumulators<A>(output.size());
-  run<Algorithm>(comm, call, kind, req, wide.get(), own.get(), acc.op);
-  acc.narrow(own.get(), output.data(), own_first, output.size());
+  A* const wide = accumulators<A>(comm, input.size() + output.size());
+  acc.widen(input, wide);
+  A* const own = wide + input.size();
+  run<Algorithm>(comm, call, kind, req, wide, own, acc.op);
+  acc.narrow(own, output.data(), own_first, output.size());
 }
 
 }  // namespace collectives::detail

@@ -65,6 +65,10 @@ struct executor_workspace {
   std::vector<active_op> active;               // posted messages not finished yet
   std::vector<fused_target> fused;             // fused receives point into it: sized before the first one
   reusable_host_memory scratch, staging;
+  // The accumulators of a reduction through a wider type (detail/accumulated_call.hpp),
+  // kept between calls whatever their size, unlike scratch: a training step repeats
+  // the same large call, and faulting in fresh pages each time cost more than the call.
+  reusable_host_memory accumulators;
 
   template <class Vector>
   static void release(Vector& v) {
