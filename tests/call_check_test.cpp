@@ -47,6 +47,11 @@ TEST_CASE("with checking on, matching calls of every kind go through and give th
       coll::all_gatherv(c, part, gathered, counts);
       coll::barrier(c);
       if (v != std::vector<int>(10, p * (p + 1) / 2)) throw coll::error(coll::errc::call_mismatch, "wrong sum");
+      std::vector<float> f(10, float(c.rank() + 1));  // sums through an accumulator: checked once, then unchecked parts
+      coll::all_reduce(c, f, coll::reproducible_sum{});
+      coll::all_reduce(c, f, coll::accumulate_as<double>(coll::sum{}));
+      if (!c.checks_calls()) throw coll::error(coll::errc::call_mismatch, "checking was left off");
+      if (f != std::vector<float>(10, float(p * p * (p + 1) / 2))) throw coll::error(coll::errc::call_mismatch, "wrong sum");
     });
     for (const auto& m : messages) CHECK(m == "");
   }
@@ -116,6 +121,19 @@ TEST_CASE("each kind of difference is reported in words") {
           std::vector<int> v(10);
           if (c.rank() == 0) coll::all_reduce(c, v, coll::sum{});
           else coll::all_reduce(c, v, coll::max{});
+        }),
+        "rank 1 uses another reduce op"));
+  // A sum through an accumulator is several calls, checked once as the call made.
+  CHECK(mentions(first_message([](comm& c) {
+          std::vector<coll::bf16> v(10);
+          if (c.rank() == 0) coll::all_reduce(c, v, coll::accumulate_as<float>(coll::sum{}));
+          else coll::all_reduce(c, v, coll::sum{});
+        }),
+        "rank 1 uses another reduce op"));
+  CHECK(mentions(first_message([](comm& c) {
+          std::vector<float> v(10);
+          if (c.rank() == 0) coll::all_reduce(c, v, coll::reproducible_sum{});
+          else coll::all_reduce(c, v, coll::sum{});
         }),
         "rank 1 uses another reduce op"));
   CHECK(mentions(first_message([](comm& c) {

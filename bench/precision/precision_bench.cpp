@@ -7,11 +7,12 @@
 //     sum (rounded at each hop) and accumulate_as<float> (rounded once). Exits 1 when a
 //     wide sum is more than 1 ulp off anywhere: the target of docs/precision.md.
 //
-//   collectives-run -n P --transport shm|tcp precision_bench cost [float bytes = 64M] [rounds = 7]
+//   collectives-run -n P --transport shm|tcp precision_bench cost [float bytes = 64M] [rounds = 7] [only]
 //     Times, paired and alternated round by round, all_reduce of the same element count
 //     as float sum, float reproducible_sum, bf16 sum and bf16 accumulate_as<float>; prints
 //     the slowest rank's median of each and the ratios the targets name. Every result is
-//     checked against the sum computed here.
+//     checked against the sum computed here. `only` (0 to 3) times one of them alone,
+//     for a profiler.
 
 #include <algorithm>
 #include <array>
@@ -102,7 +103,7 @@ struct variant {
   std::function<bool()> right;
 };
 
-int cost(comm_t& comm, std::size_t bytes, int rounds) {
+int cost(comm_t& comm, std::size_t bytes, int rounds, int only) {
   const std::size_t n = bytes / sizeof(float);
   const int p = comm.size();
   // Small integers: every sum is exact in each type, so each result is checkable.
@@ -130,6 +131,10 @@ int cost(comm_t& comm, std::size_t bytes, int rounds) {
       {"bf16 accumulate_as<float>", [&] { coll::all_reduce(comm, h_in, h, coll::accumulate_as<float>(coll::sum{})); },
        [&] { return check(h); }},
   };
+  if (only >= 0 && only < int(variants.size())) {
+    for (int round = 0; round <= rounds; ++round) variants[std::size_t(only)].call();
+    return variants[std::size_t(only)].right() ? 0 : 1;
+  }
   std::vector<std::vector<double>> times(variants.size());
   bool right = true;
   for (int round = 0; round <= rounds; ++round)  // round 0 warms up
@@ -177,12 +182,13 @@ int main(int argc, char** argv) {
     if (mode == "accuracy") return accuracy(argc > 2 ? parse_bytes(argv[2]) : 65536);
     if (mode == "cost") {
       comm_t comm(coll::automatic_transport::from_env(), std::chrono::seconds(600));
-      return cost(comm, argc > 2 ? parse_bytes(argv[2]) : 64u << 20, argc > 3 ? std::atoi(argv[3]) : 7);
+      return cost(comm, argc > 2 ? parse_bytes(argv[2]) : 64u << 20, argc > 3 ? std::atoi(argv[3]) : 7,
+                  argc > 4 ? std::atoi(argv[4]) : -1);
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "precision_bench: %s\n", e.what());
     return 1;
   }
-  std::fprintf(stderr, "usage: precision_bench accuracy [elements] | cost [float bytes] [rounds]\n");
+  std::fprintf(stderr, "usage: precision_bench accuracy [elements] | cost [float bytes] [rounds] [only: 0-3]\n");
   return 2;
 }

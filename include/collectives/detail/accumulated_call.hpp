@@ -6,7 +6,8 @@
 // those two, it all-reduces the accumulators and rounds every element.
 //
 // These are blocking calls made of two or three calls of the algorithm, each with its
-// own call check, trace event and timeout, all under the name of the user's call.
+// own trace event and timeout, all under the name of the user's call, which the call
+// check sees once, as the user made it.
 #pragma once
 
 #include <cstddef>
@@ -14,6 +15,7 @@
 #include <string>
 
 #include "../fixed_point.hpp"
+#include "call_check.hpp"
 #include "../ops/accumulate.hpp"
 #include "call.hpp"
 
@@ -81,6 +83,28 @@ A* accumulators(communicator<Tr>& comm, std::size_t count) {
   return reinterpret_cast<A*>(comm.workspace().accumulators.get(count * sizeof(A)));
 }
 
+// With call checking on, the user's call is checked once, as made (its count, element
+// size, op and algorithm), and its parts not at all: their counts and element types are
+// not a plain call's, so a rank that calls plain `sum` where the others call
+// accumulate_as would read of a count that differs, not of the op.
+template <class Algorithm, class Op, class T, transport Tr>
+class checked_once {
+ public:
+  checked_once(communicator<Tr>& comm, const char* call, plan_request req) : comm_(comm), checking_(comm.checks_calls()) {
+    if (!checking_) return;
+    req.element_size = sizeof(T);
+    check_same_call(comm, call, signature_of(call, req, type_fingerprint<Op>(), type_fingerprint<Algorithm>(), true));
+    comm.check_calls(false);
+  }
+  ~checked_once() { comm_.check_calls(checking_); }
+  checked_once(const checked_once&) = delete;
+  checked_once& operator=(const checked_once&) = delete;
+
+ private:
+  communicator<Tr>& comm_;
+  const bool checking_;
+};
+
 template <class Algorithm, class Op, class T, class Space>
 constexpr bool check_accumulation() {
   static_assert(check_reduction<Algorithm, Op, typename accumulation<Op, T>::accumulator>());
@@ -99,8 +123,9 @@ template <class Algorithm, transport Tr, class T, class Op>
 void all_reduce_through(communicator<Tr>& comm, std::span<const T> input, std::span<T> output, const Op& user_op) {
   using A = typename accumulation<Op, T>::accumulator;
   const char* call = "all_reduce";
-  accumulation<Op, T> acc(comm, call, user_op, input);
   const std::size_t count = input.size();
+  checked_once<Algorithm, Op, T, Tr> checked(comm, call, {.count = count});
+  accumulation<Op, T> acc(comm, call, user_op, input);
   A* const wide = accumulators<A>(comm, count);
   acc.widen(input, wide);
   if constexpr (implements<Algorithm, kind::reduce_scatterv> && implements<Algorithm, kind::all_gatherv>) {
@@ -121,8 +146,9 @@ template <class Algorithm, transport Tr, class T, class Op>
 void reduce_through(communicator<Tr>& comm, std::span<const T> input, std::span<T> output, const Op& user_op, int root) {
   using A = typename accumulation<Op, T>::accumulator;
   const char* call = "reduce";
-  accumulation<Op, T> acc(comm, call, user_op, input);
   const std::size_t count = input.size();
+  checked_once<Algorithm, Op, T, Tr> checked(comm, call, {.count = count, .root = root});
+  accumulation<Op, T> acc(comm, call, user_op, input);
   A* const wide = accumulators<A>(comm, count);
   acc.widen(input, wide);
   run<Algorithm>(comm, call, kind::reduce{}, {.count = count, .root = root}, wide, wide, acc.op);
@@ -135,6 +161,7 @@ template <class Algorithm, transport Tr, class Kind, class T, class Op>
 void reduce_scatter_through(communicator<Tr>& comm, const char* call, Kind kind, const plan_request& req,
                             std::span<const T> input, std::span<T> output, std::size_t own_first, const Op& user_op) {
   using A = typename accumulation<Op, T>::accumulator;
+  checked_once<Algorithm, Op, T, Tr> checked(comm, call, req);
   accumulation<Op, T> acc(comm, call, user_op, input);
   A* const wide = accumulators<A>(comm, input.size() + output.size());
   acc.widen(input, wide);
