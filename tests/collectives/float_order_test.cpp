@@ -299,14 +299,20 @@ void check_reproducible_each_type() {
     }
 }
 
+// check.operator()<A>() for each algorithm.
+template <class Check>
+void under_every_algorithm(Check check) {
+  check.template operator()<coll::direct>();
+  check.template operator()<coll::ring>();
+  check.template operator()<coll::double_binary_tree>();
+  check.template operator()<coll::halving_doubling>();
+  check.template operator()<coll::automatic>();
+}
+
 }  // namespace
 
 TEST_CASE("accumulate_as<float>: bf16, fp16 and fp8 sums round once, under every algorithm" * doctest::timeout(300)) {
-  check_rounded_once_each_type<coll::direct>();
-  check_rounded_once_each_type<coll::ring>();
-  check_rounded_once_each_type<coll::double_binary_tree>();
-  check_rounded_once_each_type<coll::halving_doubling>();
-  check_rounded_once_each_type<coll::automatic>();
+  under_every_algorithm([]<class A>() { check_rounded_once_each_type<A>(); });
 }
 
 TEST_CASE("accumulate_as<float>: the large case, and plain bf16, which rounds at each hop, is further off") {
@@ -326,11 +332,7 @@ TEST_CASE("accumulate_as<float>: the large case, and plain bf16, which rounds at
 }
 
 TEST_CASE("reproducible_sum: the fixed-point sum of the same values, bit for bit, under every algorithm" * doctest::timeout(300)) {
-  check_reproducible_each_type<coll::direct>();
-  check_reproducible_each_type<coll::ring>();
-  check_reproducible_each_type<coll::double_binary_tree>();
-  check_reproducible_each_type<coll::halving_doubling>();
-  check_reproducible_each_type<coll::automatic>();
+  under_every_algorithm([]<class A>() { check_reproducible_each_type<A>(); });
   for (int p : rank_counts) {
     check_reproducible<coll::automatic, coll::fp16>(p, 1000);
     check_reproducible<coll::automatic, coll::fp8_e5m2>(p, 1000);
