@@ -14,10 +14,10 @@
 #include <span>
 #include <string>
 
-#include "../fixed_point.hpp"
-#include "call_check.hpp"
 #include "../ops/accumulate.hpp"
+#include "agreed_scales.hpp"
 #include "call.hpp"
+#include "call_check.hpp"
 
 namespace collectives::detail {
 
