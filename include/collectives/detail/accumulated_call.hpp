@@ -10,9 +10,13 @@
 // check sees once, as the user made it.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 #include "../ops/accumulate.hpp"
 #include "agreed_scales.hpp"
