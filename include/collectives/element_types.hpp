@@ -55,12 +55,49 @@ struct narrow_format {
   }
 
   // bf16 is float's upper half: shifts and one add, without branches, so that the
-  // reduction loops over it vectorize (a sum's adds cost about a float's).
+  // reduction loops over it vectorize.
   static constexpr bool float_upper_half = exponent_bits == 8 && mantissa_bits == 7 && ieee_specials && !saturates;
+
+  // fp16 by shifts, adds and selects as well: a subnormal goes through one float add or
+  // subtract, which rounds as the format does (the well-known bit-level conversions,
+  // with masks for their branches).
+  static constexpr bool ieee_half = exponent_bits == 5 && mantissa_bits == 10 && ieee_specials && !saturates;
 
   COLLECTIVES_HOST_DEVICE static float to_float(Bits b) {
     if constexpr (float_upper_half) return float_of(std::uint32_t(b) << 16);
+    else if constexpr (ieee_half) return half_to_float(b);
     else return to_float_by_fields(b);
+  }
+
+  // `yes` where `condition`, else `no`, by masks: a ?: here became a branch, which kept
+  // the loops around it from vectorizing.
+  COLLECTIVES_HOST_DEVICE static std::uint32_t select(bool condition, std::uint32_t yes, std::uint32_t no) {
+    const std::uint32_t mask = 0u - std::uint32_t(condition);
+    return (yes & mask) | (no & ~mask);
+  }
+
+  COLLECTIVES_HOST_DEVICE static float half_to_float(Bits b) {
+    constexpr std::uint32_t shifted_exponent = 0x7C00u << 13;
+    const std::uint32_t moved = (std::uint32_t(b) & 0x7FFFu) << 13;  // exponent and mantissa, in place
+    const std::uint32_t e = moved & shifted_exponent;
+    const std::uint32_t normal = moved + ((127u - 15u) << 23);
+    const std::uint32_t special = (normal + ((128u - 16u) << 23)) | select(moved & 0x7FFFFFu, 0x400000u, 0u);  // NaN: quiet
+    // zero or subnormal: the mantissa as a float of exponent -14, less that float's one
+    const float subnormal = float_of(normal + (1u << 23)) - float_of(113u << 23);
+    const std::uint32_t magnitude = select(e == shifted_exponent, special, select(e == 0, bits_of(subnormal), normal));
+    return float_of(magnitude | (std::uint32_t(b) & 0x8000u) << 16);
+  }
+
+  COLLECTIVES_HOST_DEVICE static Bits float_to_half(std::uint32_t u) {
+    const std::uint32_t sign = u & 0x80000000u, magnitude = u ^ sign;
+    const std::uint32_t special = select(magnitude > 0x7F800000u, nan_bits, 0x7C00u);  // from 65536 up: infinity
+    // below 2^-14: a float add aligns the mantissa to the subnormal step and rounds
+    constexpr std::uint32_t magic = ((127u - 15u) + (23u - 10u) + 1u) << 23;
+    const std::uint32_t subnormal = bits_of(float_of(magnitude) + float_of(magic)) - magic;
+    const std::uint32_t normal = (magnitude + ((15u - 127u) << 23) + 0xFFFu + ((magnitude >> 13) & 1u)) >> 13;
+    const std::uint32_t field =
+        select(magnitude >= ((127u + 16u) << 23), special, select(magnitude < (113u << 23), subnormal, normal));
+    return Bits(field | sign >> 16);
   }
 
   COLLECTIVES_HOST_DEVICE static float to_float_by_fields(Bits b) {
@@ -86,6 +123,8 @@ struct narrow_format {
       const std::uint32_t nan = ((u >> 16) & sign_bit) | nan_bits;
       const std::uint32_t is_nan = 0u - std::uint32_t((u & 0x7FFFFFFFu) > 0x7F800000u);  // all ones or zero
       return Bits((nan & is_nan) | (rounded & ~is_nan));
+    } else if constexpr (ieee_half) {
+      return float_to_half(u);
     } else {
       return from_float_rounded(u);
     }
