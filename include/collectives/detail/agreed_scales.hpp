@@ -31,9 +31,7 @@ std::vector<fixed_point> agree_fixed_points(communicator<Tr>& comm, const char* 
     const char flag = mine_not_finite;
     no_reduce keep;
     run<direct>(comm, call, kind::all_gather{}, {.count = 1}, &flag, whose.data(), keep);
-    std::string ranks;
-    for (std::size_t r = 0; r < whose.size(); ++r)
-      if (whose[r]) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+    const std::string ranks = ranks_missing(comm.size(), [&](int q) { return whose[std::size_t(q)] != 0; });
     throw error(errc::not_finite, std::string(call) + ": the values of rank(s) " + ranks +
                                       " hold infinity or NaN, which no fixed-point scale holds");
   }
