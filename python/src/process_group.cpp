@@ -4,6 +4,7 @@
 #include "process_group.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -229,7 +230,8 @@ void with_reduction(const at::Tensor& t, const c10d::ReduceOp& reduce_op, const 
 // Work
 
 // One operation in flight: the library's calls it started, the buffers they use, and
-// what remains once they are done (copying a flat buffer out).
+// what remains once they are done (copying a flat buffer out). Whichever thread sees
+// the calls end first completes it: a thread in wait(), or the completion thread.
 class work final : public c10d::Work {
  public:
   work(int rank, c10d::OpType type, std::vector<at::Tensor> outputs)
@@ -240,7 +242,26 @@ class work final : public c10d::Work {
   std::vector<at::Tensor> result() override { return outputs_; }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
 
-  std::vector<call> calls;
+  // Waits on the calls themselves, which wakes with the progress thread's rounds,
+  // instead of for the completion thread to notice.
+  bool wait(std::chrono::milliseconds timeout) override {
+    if (!isCompleted()) {
+      const auto until = coll::clock::now() + timeout;
+      for (auto& c : calls) {
+        try {
+          if (timeout == kNoTimeout)
+            c.wait();
+          else
+            TORCH_CHECK(c.wait_until(until), "collectives: the operation did not end within ", timeout.count(), " ms");
+        } catch (const coll::error&) {  // complete() reports it
+        }
+      }
+      if (claim()) complete();
+    }
+    return Work::wait(timeout);  // rethrows a failure
+  }
+
+  std::vector<call> calls;          // kept until the work goes: another thread may be waiting on them
   std::vector<at::Tensor> buffers;  // flat copies the calls read or write
   std::function<void()> then;
 
@@ -248,11 +269,8 @@ class work final : public c10d::Work {
   bool calls_ended() const {
     return std::all_of(calls.begin(), calls.end(), [](const call& c) { return c.finished(); });
   }
-  // Sleeps until the progress thread has moved a call, or at most a millisecond.
-  void await_progress() {
-    for (auto& c : calls)
-      if (!c.finished()) return c.sleep_until(c.until());
-  }
+  // True for the one thread that is to complete the work.
+  bool claim() noexcept { return !claimed_.exchange(true); }
   // Once the calls have ended: the last step, then the Work and its future complete.
   void complete() noexcept {
     std::exception_ptr failure;
@@ -262,7 +280,6 @@ class work final : public c10d::Work {
     } catch (...) {
       failure = std::current_exception();
     }
-    calls.clear();
     buffers.clear();
     then = nullptr;
     finish(failure);
@@ -275,11 +292,13 @@ class work final : public c10d::Work {
  private:
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  std::atomic<bool> claimed_{false};
 };
 
 // A thread that completes works as their calls end (in any order), so that a Work's
-// wait() and its future need no one to drive the calls: the communicator's progress
-// thread moves them.
+// future completes with no one waiting: the communicator's progress thread moves the
+// calls, and this one looks now and then, in pauses that grow as the progress
+// thread's do, so that neither spins beside the computation the calls overlap.
 class completions {
  public:
   completions() : thread_([this] { run(); }) {}
@@ -288,7 +307,7 @@ class completions {
       std::lock_guard lock(mutex_);
       stopping_ = true;
     }
-    cv_.notify_one();
+    changed_.notify_one();
     thread_.join();  // after the last work: each call ends by its deadline
   }
   void add(c10::intrusive_ptr<work> w) {
@@ -296,31 +315,33 @@ class completions {
       std::lock_guard lock(mutex_);
       pending_.push_back(std::move(w));
     }
-    cv_.notify_one();
+    changed_.notify_one();
   }
 
  private:
   void run() {
     std::unique_lock lock(mutex_);
-    for (;;) {
-      cv_.wait(lock, [&] { return stopping_ || !pending_.empty(); });
+    for (int idle = 0;;) {
+      changed_.wait(lock, [&] { return stopping_ || !pending_.empty(); });
       if (pending_.empty()) return;
       std::vector<c10::intrusive_ptr<work>> looking(pending_.begin(), pending_.end());
       lock.unlock();
       std::vector<work*> ended;
       for (auto& w : looking)
         if (w->calls_ended()) {
-          w->complete();
+          if (w->claim()) w->complete();
           ended.push_back(w.get());
         }
-      if (ended.empty()) looking.front()->await_progress();
       lock.lock();
       std::erase_if(pending_, [&](const auto& w) { return std::find(ended.begin(), ended.end(), w.get()) != ended.end(); });
+      idle = ended.empty() ? idle + 1 : 0;
+      // A few quick looks, then pauses of 6 µs growing to 100 µs.
+      if (idle > 16) changed_.wait_for(lock, std::chrono::microseconds(100 >> (4 - std::min(idle - 17, 4))));
     }
   }
 
   std::mutex mutex_;
-  std::condition_variable cv_;
+  std::condition_variable changed_;
   std::deque<c10::intrusive_ptr<work>> pending_;
   bool stopping_ = false;
   std::thread thread_;
