@@ -11,9 +11,12 @@ packages=(g++ clang cmake make ninja-build doctest-dev libboost-dev libssl-dev i
 # - Open MPI's development files, for the perf programs' Open MPI twin: with
 #   openmpi-bin's mpicxx and no headers, CMake's FindMPI stops the configure;
 # - PyTorch, for the tests under torchrun and against its TCPStore: about 130 MB to
-#   download and 40 s to install without its recommends (media and GPU libraries).
-packages_without_recommends=(mpich openmpi-bin libopenmpi-dev munge slurmctld slurmd slurm-client python3-torch)
-# --build-only: what building needs, not the launchers and PyTorch that only tests use.
+#   download and 40 s to install without its recommends (media and GPU libraries);
+#   with libtorch-dev and pybind11-dev, the torch.distributed backend (python/) builds.
+packages_without_recommends=(mpich openmpi-bin libopenmpi-dev munge slurmctld slurmd slurm-client python3-torch
+                             libtorch-dev pybind11-dev)
+# --build-only: what building needs, not the launchers and PyTorch that only tests use
+# (the torch backend is built where its packages are found).
 [ "${1:-}" = "--build-only" ] && packages_without_recommends=()
 missing=() missing_lean=()
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }

@@ -1,0 +1,40 @@
+"""PyTorch's own distributed tests (torch.testing._internal.distributed.distributed_test,
+as Debian's python3-torch ships it) pointed at the backend "collectives", as PyTorch's
+test_distributed_spawn.py points them at Gloo: every test spawns WORLD_SIZE processes
+that meet through a file store.
+
+    PYTHONPATH=build/python WORLD_SIZE=2 python3 tests/torch/pytorch_suite.py [-k PATTERN] [-v]
+
+Not a ctest test (the whole suite takes the better part of an hour on 2 cores): the
+results, and why each failing test fails, are in docs/pytorch.md.
+"""
+import os
+import sys
+import tempfile
+
+os.environ.setdefault("BACKEND", "collectives")
+os.environ.setdefault("WORLD_SIZE", "2")
+os.environ.setdefault("TEMP_DIR", tempfile.mkdtemp(prefix="collectives-torch-suite-"))
+
+import collectives_torch  # noqa: E402,F401  (registers the backend)
+from torch.testing._internal.common_distributed import DistTestCases  # noqa: E402
+from torch.testing._internal.common_utils import run_tests  # noqa: E402
+
+# What the suite asks of a backend before it runs a test; "collectives" has them
+# (groups, DDP), as Gloo does. "cpu barrier", "reduce" and the rest need no entry.
+for feature in ("plugin", "subgroup", "ddp"):
+    DistTestCases.backend_feature[feature].add("collectives")
+DistTestCases.skip_collective["sendrecv anysource"].add("collectives")
+DistTestCases.skip_collective["allgather_coalesced"].add("collectives")
+
+from torch.testing._internal.distributed.distributed_test import DistributedTest, TestDistBackend  # noqa: E402
+
+
+class TestCollectivesBackend(TestDistBackend, DistributedTest._DistTestBase):
+    def setUp(self):
+        super().setUp()
+        self._spawn_processes()
+
+
+if __name__ == "__main__":
+    run_tests()
