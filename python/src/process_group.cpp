@@ -103,8 +103,11 @@ transport join(const c10::intrusive_ptr<c10d::Store>& torch_store, int rank, int
       if (!all_here) return transport(coll::tcp(rank, size, store, token, options.tcp));
       break;
   }
-  if (rank == 0)
-    store.set(prefix + "segment", coll::shm_detail::segment_prefix(token.secret()) + coll::bootstrap::detail::fresh_secret().substr(0, 16));
+  if (rank == 0) {
+    const std::string segment = coll::shm_detail::segment_prefix(token.secret()) +
+                                coll::bootstrap::detail::fresh_secret().substr(0, 16);
+    store.set(prefix + "segment", segment);
+  }
   return transport(coll::shm(rank, size, value_from(store, prefix + "segment", 0, rank, until), options.shm));
 }
 
@@ -135,6 +138,18 @@ void check_per_rank(const std::vector<at::Tensor>& tensors, const at::Tensor& li
     TORCH_CHECK(t.numel() == like.numel(), "collectives: ", op, ": a tensor of ", t.numel(), " elements where ",
                 like.numel(), " were expected");
   }
+}
+
+// The list only the root gives, of one tensor per rank (gather's outputs, scatter's inputs).
+void check_root_list(const std::vector<std::vector<at::Tensor>>& lists, const at::Tensor& like, bool is_root, int size,
+                     const char* op, const char* which) {
+  if (!is_root) {
+    TORCH_CHECK(lists.empty(), "collectives: ", op, " takes no ", which, " tensors on a rank other than the root");
+    return;
+  }
+  TORCH_CHECK(lists.size() == 1, "collectives: ", op, " takes one list of ", which, " tensors at the root, not ",
+              lists.size());
+  check_per_rank(lists[0], like, size, op);
 }
 
 void check_same_type(const at::Tensor& a, const at::Tensor& b, const char* op) {
@@ -452,13 +467,7 @@ c10::intrusive_ptr<c10d::Work> process_group::gather(std::vector<std::vector<at:
   auto& in = single(inputs, "gather");
   const int root = checked_root(opts.rootRank, size_, "gather");
   const bool is_root = rank_ == root;
-  if (is_root) {
-    TORCH_CHECK(outputs.size() == 1, "collectives: gather takes one list of output tensors at the root, not ",
-                outputs.size());
-    check_per_rank(outputs[0], in, size_, "gather");
-  } else {
-    TORCH_CHECK(outputs.empty(), "collectives: gather takes no output tensors on a rank other than the root");
-  }
+  check_root_list(outputs, in, is_root, size_, "gather", "output");
   return state_->launch(c10d::OpType::GATHER, is_root ? outputs[0] : std::vector<at::Tensor>{}, opts.timeout,
                         [&](work& w) {
                           auto flat = at::empty({is_root ? size_ * in.numel() : 0}, in.options());
@@ -473,13 +482,7 @@ c10::intrusive_ptr<c10d::Work> process_group::scatter(std::vector<at::Tensor>& o
   auto& out = single(outputs, "scatter");
   const int root = checked_root(opts.rootRank, size_, "scatter");
   const bool is_root = rank_ == root;
-  if (is_root) {
-    TORCH_CHECK(inputs.size() == 1, "collectives: scatter takes one list of input tensors at the root, not ",
-                inputs.size());
-    check_per_rank(inputs[0], out, size_, "scatter");
-  } else {
-    TORCH_CHECK(inputs.empty(), "collectives: scatter takes no input tensors on a rank other than the root");
-  }
+  check_root_list(inputs, out, is_root, size_, "scatter", "input");
   return state_->launch(c10d::OpType::SCATTER, outputs, opts.timeout, [&](work& w) {
     auto flat = is_root ? flattened(inputs[0]) : at::empty({0}, out.options());
     w.buffers.push_back(flat);

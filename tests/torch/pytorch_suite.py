@@ -16,6 +16,14 @@ os.environ.setdefault("BACKEND", "collectives")
 os.environ.setdefault("WORLD_SIZE", "2")
 os.environ.setdefault("TEMP_DIR", tempfile.mkdtemp(prefix="collectives-torch-suite-"))
 
+# torch's test helpers import expecttest, a small PyPI module Debian does not package;
+# the distributed tests use none of it but its TestCase base.
+if "expecttest" not in sys.modules:
+    import types
+    import unittest
+
+    sys.modules["expecttest"] = types.SimpleNamespace(TestCase=unittest.TestCase, ACCEPT=False)
+
 import collectives_torch  # noqa: E402,F401  (registers the backend)
 from torch.testing._internal.common_distributed import DistTestCases  # noqa: E402
 from torch.testing._internal.common_utils import run_tests  # noqa: E402
