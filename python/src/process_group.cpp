@@ -263,13 +263,15 @@ class work final : public c10d::Work {
     if (!isCompleted()) {
       const auto until = coll::clock::now() + timeout;
       for (auto& c : calls) {
+        bool ended = true;
         try {
           if (timeout == kNoTimeout)
             c.wait();
           else
-            TORCH_CHECK(c.wait_until(until), "collectives: the operation did not end within ", timeout.count(), " ms");
-        } catch (const coll::error&) {  // complete() reports it
+            ended = c.wait_until(until);
+        } catch (...) {  // the call failed: complete() reports it
         }
+        TORCH_CHECK(ended, "collectives: the operation did not end within ", timeout.count(), " ms");
       }
       if (claim()) complete();
     }

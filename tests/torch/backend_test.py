@@ -210,6 +210,7 @@ def check_overlap(rank, size):
     mine = [p.clone() for p in parts[rank]]
     works = [dist.all_reduce(t, async_op=True) for t in mine]
     futures = [w.get_future() for w in works]
+    works[0].wait(timeout=datetime.timedelta(seconds=30))  # the form with a timeout
     for w in reversed(works):
         w.wait()
     for i, f in enumerate(futures):
