@@ -5,7 +5,7 @@ that meet through a file store.
 
     PYTHONPATH=build/python WORLD_SIZE=2 python3 tests/torch/pytorch_suite.py [-k PATTERN] [-v]
 
-Not a ctest test (the whole suite takes the better part of an hour on 2 cores): the
+Not a ctest test (the whole suite takes about 14 minutes on 2 cores): the
 results, and why each failing test fails, are in docs/pytorch.md.
 """
 import os
