@@ -8,7 +8,9 @@
 // fault as long as no page is ever write-protected (none is). The kernel holds the
 // thread that unmaps until the event is read, so one thread per process reads them,
 // takes no lock and allocates nothing: it writes each range into a ring that every
-// cache reads at its next lookup. Where userfaultfd is not allowed (a kernel without
+// cache reads at its next lookup. The unmapping thread runs on as soon as the read
+// returns, before the range is in the ring; so the reader is marked busy from before
+// each read until what it read is recorded, and events() waits that short while out. Where userfaultfd is not allowed (a kernel without
 // it, or vm.unprivileged_userfaultfd=0 before Linux 5.11), watch() says no and the
 // cache registers each buffer for its transfer only.
 #pragma once
@@ -58,16 +60,20 @@ class memory_monitor {
     return ::ioctl(fd_, UFFDIO_REGISTER, &reg) == 0;
   }
 
-  // Events so far; the ring holds the last ring_size of them.
-  std::uint64_t events() const { return written_.load(std::memory_order_acquire); }
+  // Events so far, every unmapping that has returned to its caller among them; the ring
+  // holds the last ring_size of them.
+  std::uint64_t events() const {
+    while (reading_.load()) std::this_thread::yield();  // a read whose range is not yet recorded
+    return written_.load(std::memory_order_acquire);
+  }
 
   // Event `n`, if the ring still holds it (false: the reader fell too far behind).
   bool event(std::uint64_t n, address_range& out) const {
-    if (events() - n >= ring_size) return false;
+    if (written() - n >= ring_size) return false;
     const auto& at = ring_[n % ring_size];
     out = {at.begin.load(std::memory_order_relaxed), at.end.load(std::memory_order_relaxed)};
     std::atomic_thread_fence(std::memory_order_acquire);
-    return events() - n < ring_size;  // not overwritten while it was read
+    return written() - n < ring_size;  // not overwritten while it was read
   }
 
  private:
@@ -99,6 +105,7 @@ class memory_monitor {
     pollfd p{fd_, POLLIN, 0};
     for (;;) {
       if (::poll(&p, 1, -1) < 0) continue;
+      reading_.store(true);  // before the read that lets an unmapping return
       uffd_msg msg{};
       while (::read(fd_, &msg, sizeof msg) == ssize_t(sizeof msg)) {
         switch (msg.event) {
@@ -108,8 +115,11 @@ class memory_monitor {
           default: break;
         }
       }
+      reading_.store(false);  // after the last range read is in the ring
     }
   }
+
+  std::uint64_t written() const { return written_.load(std::memory_order_acquire); }
 
   void record(std::uint64_t begin, std::uint64_t end) {
     const std::uint64_t n = written_.load(std::memory_order_relaxed);
@@ -126,6 +136,7 @@ class memory_monitor {
   int fd_ = -1;
   std::array<event_slot, ring_size> ring_{};
   std::atomic<std::uint64_t> written_{0};
+  std::atomic<bool> reading_{false};
 };
 
 }  // namespace collectives::rdma_detail
