@@ -102,7 +102,9 @@ std::vector<access> accesses(const coll::operation& op, aliasing a) {
   switch (op.kind) {
     case op_kind::send: return {touch(op.src, false, a)};
     case op_kind::recv: return {touch(op.dst, true, a)};
-    case op_kind::recv_reduce: return {touch(op.dst, true, a), touch(op.src, true, a)};
+    case op_kind::recv_reduce:
+      if (op.base.count == 0) return {touch(op.dst, true, a), touch(op.src, true, a)};
+      return {touch(op.dst, true, a), touch(op.src, true, a), touch(op.base, false, a)};
     case op_kind::reduce: return {touch(op.dst, true, a), touch(op.src, false, a)};
     case op_kind::finalize: return {touch(op.dst, true, a)};
     case op_kind::copy: {
@@ -201,7 +203,10 @@ std::string simulate(const std::vector<schedule>& plans, std::vector<rank_memory
             for (std::size_t k = 0; k < op.dst.count; ++k) combine(at(op.dst, k), at(op.src, k), op.order);
             break;
           case op_kind::finalize: break;
-          case op_kind::send: posted[std::size_t(r)][i] = true; continue;  // completes with its receive
+          case op_kind::send:  // completes with its receive
+            progress = progress || !posted[std::size_t(r)][i];
+            posted[std::size_t(r)][i] = true;
+            continue;
           case op_kind::recv:
           case op_kind::recv_reduce: {
             // Find the peer's posted, unfinished send with this tag.
@@ -215,8 +220,12 @@ std::string simulate(const std::vector<schedule>& plans, std::vector<rank_memory
             auto& sender = mem[std::size_t(op.peer)];
             for (std::size_t k = 0; k < op.dst.count; ++k) {
               const parts& v = sender.of(theirs[j].src.buffer)[theirs[j].src.offset + k];
-              if (op.kind == op_kind::recv) at(op.dst, k) = v;
-              else combine(at(op.dst, k), v, op.order);
+              if (op.kind == op_kind::recv) {
+                at(op.dst, k) = v;
+              } else {
+                if (op.base.count != 0) at(op.dst, k) = at(op.base, k);  // onto base, not onto what dst held
+                combine(at(op.dst, k), v, op.order);
+              }
             }
             done[std::size_t(op.peer)][j] = true;
             break;

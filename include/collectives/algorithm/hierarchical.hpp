@@ -199,6 +199,7 @@ struct hierarchical {
       }
       o.dst = place(o.dst);
       o.src = place(o.src);
+      o.base = place(o.base);
       deps.clear();
       for (op_id d : part.deps_of(op)) {
         deps.push_back(base + d);

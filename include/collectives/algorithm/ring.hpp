@@ -68,19 +68,16 @@ struct ring {
 
   // Reduce-scatter: at step s rank r sends chunk r-s-1 and receives chunk r-s-2, adding
   // its own part, so that after P-1 steps it holds the reduction of chunk r.
-  // `acc(c)` is where chunk c is accumulated, `initial(c)` this rank's part of it.
+  // `acc(c)` is where chunk c is accumulated, `initial(c)` this rank's part of it. Each
+  // chunk but r-1 is received once, onto this rank's part: acc(c) is written there
+  // first, with no copy of initial(c) before it (a pass over the buffer saved).
+  // Chunk r-1 is sent from initial(r-1) and never accumulated.
   template <class Acc, class Initial>
   static reduce_scatter_result reduce_scatter_steps(schedule& s, const plan_request& req,
                                                     std::span<const std::size_t> counts, Acc acc, Initial initial) {
     const int p = req.size, r = req.rank, next = (r + 1) % p, prev = plan::mod(r - 1, p);
     const std::size_t slice = plan::slice_elements(req), stride = max_slices(counts, slice);
     reduce_scatter_result out;
-    std::vector<op_id> init(static_cast<std::size_t>(p), no_dependency);
-    for (int k = 0; k < p; ++k) {  // from the own chunk on, so that every rank's plan is rank 0's turned
-      const int c = (r + k) % p;
-      if (c != plan::mod(r - 1, p) || p == 1) init[std::size_t(c)] = s.copy(acc(c), initial(c));
-    }
-
     std::vector<op_id> received;  // per slice: the chunk received at the previous step
     for (int step = 0; step < p - 1; ++step) {
       const int send_c = plan::mod(r - step - 1, p), recv_c = plan::mod(r - step - 2, p);
@@ -93,10 +90,10 @@ struct ring {
                               {step == 0 ? no_dependency : received[k]}));
       received.assign(recv_slices, no_dependency);
       for (std::size_t k = 0; k < recv_slices; ++k)
-        received[k] = s.recv_reduce(prev, tag(step, k, stride), plan::slice_of(acc(recv_c), slice, k),
-                                    operand_order::received_last, {init[std::size_t(recv_c)]});
+        received[k] = s.recv_reduce_onto(prev, tag(step, k, stride), plan::slice_of(acc(recv_c), slice, k),
+                                         plan::slice_of(initial(recv_c), slice, k), operand_order::received_last);
     }
-    if (p == 1) received.assign(plan::slice_count(counts[0], slice), init[0]);
+    if (p == 1) received.assign(plan::slice_count(counts[0], slice), s.copy(acc(0), initial(0)));  // nothing to add
     out.own_ready = received;
     out.tags_used = static_cast<std::uint32_t>(static_cast<std::size_t>(p - 1) * stride);
     return out;

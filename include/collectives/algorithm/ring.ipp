@@ -55,22 +55,22 @@ schedule ring::plan(kind::reduce, const plan_request& req) {
   schedule s;
   if (r == req.root) {
     const region out{buffer_id::output, 0, req.count};
-    const op_id init = s.copy(out, in);
+    const op_id alone = p == 1 ? s.copy(out, in) : no_dependency;
     for (std::size_t k = 0; k < slices; ++k) {
       const region part = plan::slice_of(out, slice, k);
-      const op_id got =
-          p > 1 ? s.recv_reduce(prev, static_cast<std::uint32_t>(k), part, operand_order::received_last, {init}) : init;
+      const op_id got = p > 1 ? s.recv_reduce_onto(prev, static_cast<std::uint32_t>(k), part, plan::slice_of(in, slice, k),
+                                                   operand_order::received_last)
+                              : alone;
       if (req.finalize) s.finalize(part, {got});
     }
   } else if (position == 0) {
     for (std::size_t k = 0; k < slices; ++k) s.send(next, static_cast<std::uint32_t>(k), plan::slice_of(in, slice, k));
   } else {
     const region acc = s.reserve_scratch(req.count);
-    const op_id init = s.copy(acc, in);
     for (std::size_t k = 0; k < slices; ++k) {
       const region part = plan::slice_of(acc, slice, k);
       const auto tag = static_cast<std::uint32_t>(k);
-      const op_id got = s.recv_reduce(prev, tag, part, operand_order::received_last, {init});
+      const op_id got = s.recv_reduce_onto(prev, tag, part, plan::slice_of(in, slice, k), operand_order::received_last);
       s.send(next, tag, part, {got});
     }
   }

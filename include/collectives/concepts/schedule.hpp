@@ -37,7 +37,8 @@ struct region {
 enum class op_kind : std::uint8_t {
   send,         // send `src` to `peer`
   recv,         // receive from `peer` into `dst`
-  recv_reduce,  // receive from `peer` and combine into `dst` (`src` is its staging area)
+  recv_reduce,  // receive from `peer` and combine into `dst` (`src` is its staging area),
+                // or with `base` into `dst` where `base` has elements
   reduce,       // combine local `src` into `dst`
   copy,         // copy local `src` to `dst`
   finalize,     // finish the reduction of `dst` (e.g. avg divides by the rank count)
@@ -53,6 +54,7 @@ struct operation {
   std::uint32_t tag = 0;   // matches the peer's operation for the same message
   region dst{};            // what the operation writes
   region src{};            // what it reads
+  region base{};           // recv_reduce: the other operand, when it is not `dst` itself (none: no elements)
   operand_order order = operand_order::received_last;  // recv_reduce, reduce
   std::uint32_t first_dep = 0;
   std::uint32_t dep_count = 0;
@@ -125,6 +127,14 @@ class schedule {
     staging_count += dst.count;
     return add({.kind = op_kind::recv_reduce, .peer = peer, .tag = tag, .dst = dst, .src = landing, .order = order},
                after);
+  }
+  // dst = base combined with what arrives: a first reduction into `dst` needs no copy
+  // of `base` there before it (base and dst may be the same memory).
+  op_id recv_reduce_onto(int peer, std::uint32_t tag, region dst, region base, operand_order order,
+                         std::initializer_list<op_id> after = {}) {
+    const op_id id = recv_reduce(peer, tag, dst, order, after);
+    ops[id].base = base;
+    return id;
   }
   op_id reduce(region dst, region src, operand_order order, std::initializer_list<op_id> after = {}) {
     return add({.kind = op_kind::reduce, .dst = dst, .src = src, .order = order}, after);

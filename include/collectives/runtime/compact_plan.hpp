@@ -1,4 +1,4 @@
-// A schedule as the runtime keeps it: 16 bytes an operation, its successor lists made
+// A schedule as the runtime keeps it: 20 bytes an operation, its successor lists made
 // once, and nothing in it that names the rank it was planned for.
 //
 // A ring's plan is 2(P - 1) operations on every rank, and rank r's is rank 0's turned
@@ -53,6 +53,7 @@ class compact_plan {
     o.tag = p.tag;
     o.dst = region_at(p.dst, rank);
     o.src = region_at(p.src, rank);
+    if (p.base != no_region) o.base = region_at(p.base, rank);
     return o;
   }
 
@@ -71,10 +72,12 @@ class compact_plan {
   COLLECTIVES_DECL std::uint64_t fingerprint() const noexcept;
 
  private:
-  struct packed_op {  // 16 bytes
+  static constexpr std::uint32_t no_region = UINT32_MAX;
+  struct packed_op {  // 20 bytes
     std::uint32_t head = 0;  // kind (3 bits), operand order (1), the peer's distance + 1 (28)
     std::uint32_t tag = 0;
-    std::uint32_t dst = 0, src = 0;  // into regions_
+    std::uint32_t dst = 0, src = 0, base = no_region;  // into regions_
+    friend bool operator==(const packed_op&, const packed_op&) = default;
   };
   enum class placement : std::uint8_t {
     absolute,     // offset and count as planned

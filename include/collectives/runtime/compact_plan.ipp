@@ -44,7 +44,7 @@ COLLECTIVES_DECL compact_plan::compact_plan(const schedule& plan, int rank, int 
   // algorithms split buffers into chunks.
   std::size_t extent[4] = {};
   for (const operation& o : plan.ops)
-    for (const region& r : {o.dst, o.src}) {
+    for (const region& r : {o.dst, o.src, o.base}) {
       std::size_t& e = extent[static_cast<std::size_t>(r.buffer)];
       e = std::max(e, r.offset + r.count);
     }
@@ -69,7 +69,7 @@ COLLECTIVES_DECL compact_plan::compact_plan(const schedule& plan, int rank, int 
                                             " ranks has a message with rank " + std::to_string(o.peer));
       head |= (static_cast<std::uint32_t>((o.peer - rank + size) % size) + 1) << 4;
     }
-    ops_.push_back({head, o.tag, index_of(o.dst), index_of(o.src)});
+    ops_.push_back({head, o.tag, index_of(o.dst), index_of(o.src), o.base.count ? index_of(o.base) : no_region});
   }
   if (plan.indexed()) {
     successor_begin_ = plan.successor_begin;
@@ -103,14 +103,8 @@ COLLECTIVES_DECL std::size_t compact_plan::bytes() const noexcept {
 }
 
 COLLECTIVES_DECL bool operator==(const compact_plan& a, const compact_plan& b) noexcept {
-  const auto same_ops = [](const std::vector<compact_plan::packed_op>& x, const std::vector<compact_plan::packed_op>& y) {
-    return std::equal(x.begin(), x.end(), y.begin(), y.end(), [](const auto& p, const auto& q) {
-      return p.head == q.head && p.tag == q.tag && p.dst == q.dst && p.src == q.src;
-    });
-  };
   return a.group_size_ == b.group_size_ && a.scratch_count_ == b.scratch_count_ &&
-         a.staging_count_ == b.staging_count_ && std::equal(a.blocks_, a.blocks_ + 4, b.blocks_) &&
-         same_ops(a.ops_, b.ops_) && a.regions_ == b.regions_ && a.successor_begin_ == b.successor_begin_ &&
+         a.staging_count_ == b.staging_count_ && std::equal(a.blocks_, a.blocks_ + 4, b.blocks_) && a.ops_ == b.ops_ && a.regions_ == b.regions_ && a.successor_begin_ == b.successor_begin_ &&
          a.successors_ == b.successors_;
 }
 
@@ -119,7 +113,8 @@ COLLECTIVES_DECL std::uint64_t compact_plan::fingerprint() const noexcept {
   f.add(group_size_);
   f.add(ops_.size());
   f.add(regions_.size());
-  for (const packed_op& p : ops_) f.add(std::uint64_t(p.head) << 32 | p.tag), f.add(std::uint64_t(p.dst) << 32 | p.src);
+  for (const packed_op& p : ops_)
+    f.add(std::uint64_t(p.head) << 32 | p.tag), f.add(std::uint64_t(p.dst) << 32 | p.src), f.add(p.base);
   for (const packed_region& r : regions_)
     f.add(std::uint64_t(r.block) << 16 | std::uint64_t(r.where) << 8 | std::uint64_t(r.buffer)), f.add(r.offset),
         f.add(r.count);

@@ -36,8 +36,10 @@ namespace detail {
 // received bytes replace the target's when they come first.
 inline void keep_first(void* target, std::size_t offset, std::span<const std::byte> piece) {
   const auto& t = *static_cast<const fused_target*>(target);
-  if (t.order == operand_order::received_first)
-    std::memcpy(static_cast<std::byte*>(t.dst) + offset, piece.data(), piece.size());
+  const std::byte* first = t.order == operand_order::received_first ? piece.data()
+                           : t.base && t.base != t.dst           ? static_cast<const std::byte*>(t.base) + offset
+                                                                  : nullptr;
+  if (first) std::memcpy(static_cast<std::byte*>(t.dst) + offset, first, piece.size());
 }
 
 // Reduces a piece of a fused receive into its target, with the target's types restored.
@@ -45,6 +47,8 @@ template <class T, class Op>
 void reduce_piece(const fused_target& t, Op& op, std::size_t offset, std::span<const std::byte> piece) {
   T* dst = static_cast<T*>(t.dst) + offset / sizeof(T);
   const std::size_t n = piece.size() / sizeof(T);
+  // Onto a base: its piece first, while the received one waits in cache.
+  if (t.base && t.base != t.dst) memory_ops<host_memory>::copy(dst, static_cast<const T*>(t.base) + offset / sizeof(T), n);
   if (reinterpret_cast<std::uintptr_t>(piece.data()) % alignof(T) == 0) {
     memory_ops<host_memory>::combine(dst, reinterpret_cast<const T*>(piece.data()), n, op, t.order);
     return;

@@ -375,7 +375,8 @@ auto executor_core<Transport>::post_recv(int peer, message_tag tag, std::span<st
 template <transport Transport>
 auto executor_core<Transport>::post_recv_reduce(const operation& o, message_tag tag) -> request {
   if constexpr (fused_recv_reduce_transport<Transport>) {
-    auto& target = room_.fused.emplace_back(fused_target{address(o.dst), work_.op_address(), o.order});
+    auto& target = room_.fused.emplace_back(
+        fused_target{address(o.dst), work_.op_address(), o.order, o.base.count ? address(o.base) : nullptr});
     chunk_sink sink{&target, work_.fused_reduce()};
     if (tracing_) trace_reductions_of(target, sink);
     return transport_.post_recv_reduce(o.peer, tag, bytes_in(o.dst), work_.element_size, sink);
@@ -395,7 +396,10 @@ bool executor_core<Transport>::poll_active() {
     const operation o = plan_.op(id, rank_);
     if (tracing_) trace_message(false, o);
     if (!fused_ && o.kind == op_kind::recv_reduce)
-      traced(what::reduce, o.dst.count, [&] { work_.combine(address(o.dst), address(o.src), o.dst.count, o.order); });
+      traced(what::reduce, o.dst.count, [&] {
+        if (o.base.count && address(o.base) != address(o.dst)) work_.copy(address(o.dst), address(o.base), o.dst.count);
+        work_.combine(address(o.dst), address(o.src), o.dst.count, o.order);
+      });
     finish(id);
     any = true;
   }

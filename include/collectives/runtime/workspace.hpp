@@ -20,6 +20,7 @@ struct fused_target {
   void* dst = nullptr;
   void* op = nullptr;
   operand_order order = operand_order::received_last;
+  const void* base = nullptr;  // the other operand, where it is not dst (operation::base)
 };
 
 // Host memory for scratch and staging that outlives the call. Up to `kept_bytes` it
