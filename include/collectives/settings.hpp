@@ -77,6 +77,9 @@ inline constexpr variable table[] = {
      "fragments per FIFO of shm; the segment takes about size * (size - 1) * slots * slot bytes"},
     {"COLLECTIVES_SHM_POLL_US", kind::whole_number, 0, 1e7, "", "50, or 2000 when ranks outnumber cores",
      "microseconds a wait of shm polls before it sleeps"},
+    {"COLLECTIVES_SHM_ONE_COPY_BYTES", kind::byte_size, 0, gib, "", "0",
+     "shm's receivers read messages from this size on straight from the sender's memory (process_vm_readv), where "
+     "the kernel allows it; 0: every message goes through the FIFOs"},
     {"COLLECTIVES_DEVICE_SLOT_BYTES", kind::byte_size, 256, gib, "", "1M",
      "the slot size of a device inbox of cuda_ipc, its pipelining chunk"},
     {"COLLECTIVES_DEVICE_SLOTS", kind::whole_number, 1, 1024, "", "4",

@@ -1,7 +1,8 @@
 // The shared-memory transport with ranks as threads of this process (and, where a
 // process must die, a forked child): message matching in every order, fragments that
 // split elements, sizes that don't fit, sleeping without lost wake-ups, abort, a peer
-// that leaves or dies, start-up failures, and nothing left behind in /dev/shm.
+// that leaves or dies, start-up failures, and nothing left behind in /dev/shm; large
+// messages read from a sending process's memory, and that process dying before it is read.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -99,31 +100,40 @@ struct vec3_sum {
 }  // namespace
 
 TEST_CASE("all_reduce over shm matches a serial sum, for every algorithm and rank count") {
-  for (int p : {1, 2, 3, 5}) {
-    for (std::size_t n : {std::size_t(0), std::size_t(1), std::size_t(7), std::size_t(1 << 20) + 3}) {
-      CAPTURE(p);
-      CAPTURE(n);
-      run_shm_ranks(p, [&](auto& comm) {
-        auto input = [&](int r) {
-          std::vector<double> v(n);
-          for (std::size_t i = 0; i < n; ++i) v[i] = double((i * 7 + std::size_t(r) * 3) % 1000);
-          return v;
-        };
-        std::vector<double> expected(n, 0.0);
-        for (int r = 0; r < p; ++r) {
-          const auto v = input(r);
-          for (std::size_t i = 0; i < n; ++i) expected[i] += v[i];
-        }
-        auto ring = input(comm.rank()), tree = ring, direct = ring;
-        coll::all_reduce<coll::ring>(comm, std::span{ring}, coll::sum{});
-        coll::all_reduce<coll::double_binary_tree>(comm, std::span{tree}, coll::sum{});
-        coll::all_reduce<coll::direct>(comm, std::span{direct}, coll::sum{});
-        CHECK(ring == expected);
-        CHECK(tree == expected);
-        CHECK(direct == expected);
-      });
-    }
-  }
+  coll::shm_options one_copy;
+  one_copy.limits.one_copy_bytes = 256 * 1024;
+  auto check = [](int p, std::size_t n, const coll::shm_options& options) {
+    CAPTURE(p);
+    CAPTURE(n);
+    CAPTURE(options.limits.one_copy_bytes);
+    run_shm_ranks(
+        p,
+        [&](auto& comm) {
+          auto input = [&](int r) {
+            std::vector<double> v(n);
+            for (std::size_t i = 0; i < n; ++i) v[i] = double((i * 7 + std::size_t(r) * 3) % 1000);
+            return v;
+          };
+          std::vector<double> expected(n, 0.0);
+          for (int r = 0; r < p; ++r) {
+            const auto v = input(r);
+            for (std::size_t i = 0; i < n; ++i) expected[i] += v[i];
+          }
+          auto ring = input(comm.rank()), tree = ring, direct = ring;
+          coll::all_reduce<coll::ring>(comm, std::span{ring}, coll::sum{});
+          coll::all_reduce<coll::double_binary_tree>(comm, std::span{tree}, coll::sum{});
+          coll::all_reduce<coll::direct>(comm, std::span{direct}, coll::sum{});
+          CHECK(ring == expected);
+          CHECK(tree == expected);
+          CHECK(direct == expected);
+        },
+        options);
+  };
+  const std::size_t large = (std::size_t(1) << 20) + 3;
+  for (int p : {1, 2, 3, 5})
+    for (std::size_t n : {std::size_t(0), std::size_t(1), std::size_t(7), large}) check(p, n, {});
+  // Large messages read from the sender's memory (here a plain copy: the ranks are threads).
+  check(3, large, one_copy);
 }
 
 TEST_CASE("a fused receive gets whole elements when fragments split them") {
@@ -195,6 +205,96 @@ TEST_CASE("a message that doesn't fit fails only its own receive") {
       CHECK(c == fine);
     }
   });
+}
+
+// Rank `rank` of 2 in its own process: a ring all_reduce of floats and a broadcast of
+// an odd number of bytes, both in messages far above one_copy_bytes, checked against
+// serial results. Returns 0 if right and read from the peer's memory, 1 if right
+// through the FIFO, 2 if wrong.
+int large_messages_between_processes(int rank, const std::string& name) {
+  const std::size_t n = (std::size_t(1) << 20) + 3, bytes = (std::size_t(3) << 20) + 5;
+  auto input = [&](int r) {
+    std::vector<float> v(n);
+    for (std::size_t i = 0; i < n; ++i) v[i] = float((i * 5 + std::size_t(r) * 11) % 97);
+    return v;
+  };
+  coll::shm_options options;
+  options.limits.one_copy_bytes = 256 * 1024;
+  coll::communicator<coll::shm> comm(coll::shm(rank, 2, name, options), 20s);
+  coll::barrier(comm);  // both have tried reading the other's memory
+  auto v = input(rank);
+  const auto a = input(0), b = input(1);
+  coll::all_reduce<coll::ring>(comm, std::span{v}, coll::sum{});
+  std::vector<std::byte> message(bytes);
+  if (rank == 0)
+    for (std::size_t i = 0; i < bytes; ++i) message[i] = std::byte(i * 31 % 251);
+  coll::broadcast(comm, std::span{message}, 0);
+  bool right = true;
+  for (std::size_t i = 0; i < n; ++i) right = right && v[i] == a[i] + b[i];
+  for (std::size_t i = 0; i < bytes; ++i) right = right && message[i] == std::byte(i * 31 % 251);
+  return !right ? 2 : comm.transport().reads_memory_of(1 - rank) ? 0 : 1;
+}
+
+TEST_CASE("large messages between processes go in one copy, read from the sender's memory") {
+  const std::string name = fresh_name();
+  const pid_t child = ::fork();
+  if (child == 0) {
+    int code = 3;
+    try {
+      code = large_messages_between_processes(1, name);
+    } catch (...) {
+    }
+    ::_exit(code);
+  }
+  REQUIRE(child > 0);
+  const int mine = large_messages_between_processes(0, name);
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  CHECK(mine != 2);
+  CHECK(WEXITSTATUS(status) == mine);  // right, and both read the same way
+  if (mine == 1) MESSAGE("this kernel refuses process_vm_readv between these processes: large messages went through the FIFOs");
+  CHECK_FALSE(in_dev_shm(name));
+}
+
+TEST_CASE("a sender that dies before its large message is read is reported as lost") {
+  const std::string name = fresh_name();
+  const std::vector<int> large = iota(1 << 20, 0);  // 4 MiB: sent by address where the kernel allows
+  const pid_t child = ::fork();
+  if (child == 0) {
+    try {
+      coll::shm_options options;
+      options.limits.one_copy_bytes = 256 * 1024;
+      coll::shm t(1, 2, name, options);
+      int hello = 1;
+      wait_all(t, {t.post_send(0, {1, 0}, std::as_bytes(std::span(&hello, 1)))});
+      wait_all(t, {t.post_recv(0, {1, 0}, std::as_writable_bytes(std::span(&hello, 1)))});  // rank 0 has looked at this one
+      auto sent = t.post_send(0, {2, 0}, out_bytes(large));
+      (void)sent;
+      ::kill(::getpid(), SIGKILL);  // gone before rank 0 reads
+    } catch (...) {
+    }
+    ::_exit(3);
+  }
+  REQUIRE(child > 0);
+  coll::shm_options options;
+  options.limits.one_copy_bytes = 256 * 1024;
+  coll::shm t(0, 2, name, options);
+  int hello = 0;
+  wait_all(t, {t.post_recv(1, {1, 0}, std::as_writable_bytes(std::span(&hello, 1)))});
+  wait_all(t, {t.post_send(1, {1, 0}, std::as_bytes(std::span(&hello, 1)))});
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);  // dead, and its memory with it
+  CHECK(WIFSIGNALED(status));
+  std::vector<int> got(large.size());
+  try {
+    wait_all(t, {t.post_recv(1, {2, 0}, in_bytes(got))}, 10s);
+    FAIL("the receive should fail");
+  } catch (const coll::error& e) {
+    CHECK(e.code() == coll::errc::peer_lost);
+    CHECK(std::string(e.what()).find("lost rank 1: its process (pid " + std::to_string(child) + ") died") != std::string::npos);
+  }
+  CHECK_FALSE(in_dev_shm(name));
 }
 
 TEST_CASE("sleeping ranks lose no wake-up") {

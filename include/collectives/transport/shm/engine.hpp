@@ -9,6 +9,12 @@
 // message once), or, if small and not yet asked for, in an early-message buffer; a
 // large one waits in the FIFO until its receive is posted, so nothing a peer sends
 // sizes an allocation beyond the early limits.
+//
+// A message of one_copy_bytes or more, to a peer that can read this rank's memory,
+// goes as a single slot holding its address (one_copy.hpp): the receiver reads it
+// straight into the posted receive, or through a small staging buffer into a fused
+// receive's reduction, and frees the slot when it has all of it, which completes the
+// send.
 #pragma once
 
 #include <algorithm>
@@ -20,12 +26,15 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "../../concepts/transport.hpp"
 #include "../../config.hpp"
 #include "../../error.hpp"
+#include "../../log.hpp"
 #include "../detail/matching.hpp"
+#include "one_copy.hpp"
 #include "options.hpp"
 #include "segment.hpp"
 #include "waiting.hpp"
@@ -51,6 +60,7 @@ class engine {
   int rank() const { return match_.rank(); }
   int size() const { return match_.size(); }
   const segment& shared_segment() const { return seg_; }
+  bool reads_memory_of(int peer) const { return peer != rank() && fifos_[std::size_t(peer)].reads_by_address; }
   process_watch& watch() { return watch_; }
 
   COLLECTIVES_DECL std::uint32_t post_send(int peer, message_tag tag, std::span<const std::byte> data);
@@ -84,8 +94,14 @@ class engine {
     // Sending: operations in the order posted; the FIFO's next sequence number.
     std::deque<std::uint32_t> sends;
     std::uint64_t head = 0, known_tail = 0;
+    // Sends that went by address, in order, each with its slot's sequence number: done
+    // once the peer has read it and freed the slot.
+    std::deque<std::pair<std::uint32_t, std::uint64_t>> sent_by_address;
     // Receiving: the next sequence number expected.
     std::uint64_t tail = 0;
+    // Whether this rank reads the peer's large messages from its memory, and whether it
+    // is partway through one.
+    bool reads_by_address = false, reading = false;
     // What the last wait saw, so that only changes count as news.
     std::uint64_t seen_in = 0, seen_out = 0;
     std::uint32_t seen_state = attached;
@@ -113,6 +129,20 @@ class engine {
   // them: a message it holds back (large, its receive not posted) stays in the FIFO.
   COLLECTIVES_DECL void pull(int peer);
 
+  // Whether the peer sends its front message by address: large enough, and the peer
+  // said it reads this rank's memory.
+  COLLECTIVES_DECL bool goes_by_address(int peer, const op& o);
+
+  // Reads on in the message whose address is in slot `s`, a budget's worth at most.
+  // True once all of it has been read (the slot is then the peer's again).
+  COLLECTIVES_DECL bool read_by_address(int peer, slot_header& s);
+
+  // push() to every peer this rank has sends queued for or read by address.
+  COLLECTIVES_DECL void push_all();
+
+  // Tries reading each peer's memory, and tells the peer whether to send by address.
+  COLLECTIVES_DECL void try_reading_peers();
+
   // A fragment must continue the message in progress, or start one at offset 0.
   COLLECTIVES_DECL bool well_formed(const slot_header& s, int peer);
 
@@ -135,6 +165,7 @@ class engine {
   bool bound_to_one_cpu_;
   std::chrono::microseconds poll_time_;
   std::vector<fifo_ends> fifos_;
+  std::vector<std::byte> staging_;  // a fused receive's bytes read by address pass through here
   process_watch watch_;
   deadline next_watch_{};
   bool learned_failure_ = false;

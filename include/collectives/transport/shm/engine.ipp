@@ -10,7 +10,9 @@ engine::engine(int rank, segment seg, engine_limits limits)
     : seg_(std::move(seg)), match_(rank, seg_ ? seg_.shape().size : 1, limits.early), limits_(limits),
       bound_to_one_cpu_(shm_detail::bound_to_one_cpu()),
       poll_time_(!bound_to_one_cpu_ && size() > usable_cpus() ? limits.oversubscribed_poll_time : limits.poll_time),
-      fifos_(std::size_t(size())) {}
+      fifos_(std::size_t(size())) {
+  try_reading_peers();
+}
 
 engine::~engine() {
   if (!seg_) return;
@@ -84,7 +86,9 @@ void engine::cancel(std::uint32_t& slot) noexcept {
       ring(seg_.bell(c.peer));
       match_.break_link(c.peer, "this rank gave up on a message to rank " + std::to_string(c.peer) + " halfway through");
     }
-    std::erase(fifos_[std::size_t(c.peer)].sends, cancelled);
+    fifo_ends& link = fifos_[std::size_t(c.peer)];
+    std::erase(link.sends, cancelled);
+    std::erase_if(link.sent_by_address, [&](const auto& sent) { return sent.first == cancelled; });
   } else if (c.mid_message) {
     match_.break_link(c.peer, "this rank gave up on a message from rank " + std::to_string(c.peer) + " halfway through");
   }
@@ -161,6 +165,14 @@ void engine::push(int peer) {
   if (match_.link(peer) == link_state::broken) return;
   const std::size_t capacity = seg_.shape().slot_bytes, slots = seg_.shape().slots;
   bool pushed = false;
+  if (!link.sent_by_address.empty()) {
+    link.known_tail = shared(seg_.control(rank(), peer).tail).load(std::memory_order_acquire);
+    for (; !link.sent_by_address.empty() && link.sent_by_address.front().second <= link.known_tail; link.sent_by_address.pop_front()) {
+      op& read = match_.at(link.sent_by_address.front().first);
+      read.moved = read.bytes;
+      read.state = op_state::done;
+    }
+  }
   while (!link.sends.empty()) {
     op& o = match_.at(link.sends.front());
     if (link.head - link.known_tail == slots) {
@@ -168,17 +180,24 @@ void engine::push(int peer) {
       if (link.head - link.known_tail == slots) break;
     }
     slot_header& s = seg_.slot(rank(), peer, link.head % slots);
-    const std::size_t n = std::min(capacity, o.bytes - o.moved);
+    const bool by_address = goes_by_address(peer, o);
+    const std::size_t n = by_address ? 0 : std::min(capacity, o.bytes - o.moved);
     s.call = o.tag.call;
     s.step = o.tag.step;
     s.fragment_bytes = std::uint32_t(n);
     s.message_bytes = o.bytes;
     s.offset = o.moved;
+    s.source = by_address ? std::uint64_t(reinterpret_cast<std::uintptr_t>(o.out.data())) : 0;
     if (n != 0) std::memcpy(reinterpret_cast<std::byte*>(&s + 1), o.out.data() + o.moved, n);
     shared(s.sequence).store(++link.head, std::memory_order_release);
-    o.moved += n;
     o.state = op_state::moving;
     pushed = true;
+    if (by_address) {
+      link.sent_by_address.emplace_back(link.sends.front(), link.head);
+      link.sends.pop_front();
+      continue;
+    }
+    o.moved += n;
     if (o.moved == o.bytes) {
       o.state = op_state::done;
       link.sends.pop_front();
@@ -199,20 +218,101 @@ void engine::pull(int peer) {
     if (shared(s.sequence).load(std::memory_order_acquire) != link.tail + 1) break;
     if (!well_formed(s, peer)) break;
     if (!match_.in_message(peer) && match_.begin_message(peer, {s.call, s.step}, s.message_bytes) == landing::held) break;
-    if (s.fragment_bytes != 0) match_.deliver(peer, {reinterpret_cast<const std::byte*>(&s + 1), s.fragment_bytes});
+    if (s.source != 0) {
+      if (!read_by_address(peer, s)) break;  // more to read next time, or it failed
+    } else if (s.fragment_bytes != 0) {
+      match_.deliver(peer, {reinterpret_cast<const std::byte*>(&s + 1), s.fragment_bytes});
+    }
     shared(seg_.control(peer, rank()).tail).store(++link.tail, std::memory_order_release);
     pulled = true;
   }
   if (pulled) ring_if_sleeping(seg_.bell(peer));
 }
 
+bool engine::goes_by_address(int peer, const op& o) {
+  return o.moved == 0 && limits_.one_copy_bytes != 0 && o.bytes >= limits_.one_copy_bytes &&
+         shared(seg_.control(rank(), peer).one_copy).load(std::memory_order_relaxed) == reads_by_address;
+}
+
+bool engine::read_by_address(int peer, slot_header& s) {
+  fifo_ends& link = fifos_[std::size_t(peer)];
+  constexpr std::size_t staging_bytes = 256 * 1024;  // stays in cache between the read and the reduction
+  // As much as a FIFO holds, or 1 MiB, per turn: a call started beside this one moves too.
+  std::size_t budget = std::max<std::size_t>(seg_.shape().slots * seg_.shape().slot_bytes, 1u << 20);
+  link.reading = true;
+  for (;;) {
+    const std::size_t moved = match_.message_moved(peer);
+    std::span<std::byte> into = match_.direct_destination(peer);  // a plain receive: straight there
+    const bool direct = !into.empty();
+    if (!direct) {
+      if (staging_.empty()) staging_.resize(staging_bytes);
+      into = staging_;
+    }
+    into = into.first(std::min({into.size(), std::size_t(s.message_bytes) - moved, budget}));
+    const ssize_t n = read_peer_memory(seg_.rank(peer).pid, s.source + moved, into);
+    const int e = errno;
+    // A sender that gave up may reuse its buffer: what was read then does not count.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (shared(seg_.control(peer, rank()).abandoned).load(std::memory_order_relaxed) != 0) {
+      link.reading = false;
+      return false;
+    }
+    if (n <= 0) {
+      link.reading = false;
+      if (e == ESRCH && notice_dead_peer()) return false;
+      match_.break_link(peer, "cannot read rank " + std::to_string(peer) + "'s message from its memory (process_vm_readv: " +
+                                  (n < 0 ? errno_text(e) : std::string("nothing read")) +
+                                  "); COLLECTIVES_SHM_ONE_COPY_BYTES=0 sends every message through the FIFOs");
+      return false;
+    }
+    const bool complete = direct ? match_.delivered_directly(peer, std::size_t(n)) : match_.deliver(peer, into.first(std::size_t(n)));
+    if (complete) {
+      link.reading = false;
+      return true;
+    }
+    // The peers wait on this rank's own sends by address meanwhile: hand them the slots
+    // they freed, or they would run dry while this rank reads.
+    push_all();
+    budget -= std::min(budget, std::size_t(n));
+    if (budget == 0) return false;
+  }
+}
+
+void engine::push_all() {
+  for (int p = 0; p < size(); ++p) {
+    const fifo_ends& link = fifos_[std::size_t(p)];
+    if (!link.sends.empty() || !link.sent_by_address.empty()) push(p);
+  }
+}
+
+void engine::try_reading_peers() {
+  if (!seg_) return;
+  for (int p = 0; p < size(); ++p) {
+    if (p == rank()) continue;
+    const rank_record& peer = seg_.rank(p);
+    std::string why;
+    if (limits_.one_copy_bytes == 0) why = "COLLECTIVES_SHM_ONE_COPY_BYTES is 0";
+    else if (peer.pid_namespace != seg_.rank(rank()).pid_namespace) why = "it runs in another pid namespace";
+    else why = why_peer_unreadable(peer.pid, peer.probe_address);
+    fifos_[std::size_t(p)].reads_by_address = why.empty();
+    shared(seg_.control(p, rank()).one_copy).store(why.empty() ? reads_by_address : by_fifo_only, std::memory_order_release);
+    if (!why.empty() && limits_.one_copy_bytes != 0 && log::enabled(log::level::info))
+      log::info("shm rank " + std::to_string(rank()) + ": rank " + std::to_string(p) +
+                "'s large messages come through the FIFO, since this rank cannot read its memory: " + why);
+  }
+}
+
 bool engine::well_formed(const slot_header& s, int peer) {
   const bool starts = !match_.in_message(peer);
-  const bool ok = s.fragment_bytes <= seg_.shape().slot_bytes && s.offset <= s.message_bytes &&
-                  s.fragment_bytes <= s.message_bytes - s.offset &&
-                  (starts ? s.offset == 0 && (s.fragment_bytes > 0 || s.message_bytes == 0)
-                          : s.offset == match_.message_moved(peer) && s.message_bytes == match_.message_bytes(peer) &&
-                                message_tag{s.call, s.step} == match_.message_tag_of(peer) && s.fragment_bytes > 0);
+  const bool ok =
+      s.source != 0  // by address: one slot stands for the whole message until it is read
+          ? fifos_[std::size_t(peer)].reads_by_address && s.fragment_bytes == 0 && s.offset == 0 && s.message_bytes > 0 &&
+                (starts || (s.message_bytes == match_.message_bytes(peer) && message_tag{s.call, s.step} == match_.message_tag_of(peer)))
+          : s.fragment_bytes <= seg_.shape().slot_bytes && s.offset <= s.message_bytes &&
+                s.fragment_bytes <= s.message_bytes - s.offset &&
+                (starts ? s.offset == 0 && (s.fragment_bytes > 0 || s.message_bytes == 0)
+                        : s.offset == match_.message_moved(peer) && s.message_bytes == match_.message_bytes(peer) &&
+                              message_tag{s.call, s.step} == match_.message_tag_of(peer) && s.fragment_bytes > 0);
   if (!ok) match_.break_link(peer, "rank " + std::to_string(peer) + " sent a malformed fragment; build a new communicator");
   return ok;
 }
@@ -252,6 +352,7 @@ bool engine::news() {
     const std::uint64_t out = shared(seg_.control(rank(), p).tail).load(std::memory_order_acquire);
     const std::uint32_t state = shared(seg_.rank(p).state).load(std::memory_order_acquire);
     if (in != link.seen_in || out != link.seen_out || state != link.seen_state) changed = true;
+    if (link.reading && match_.link(p) != link_state::broken) changed = true;  // more of a message to read
     link.seen_in = in;
     link.seen_out = out;
     link.seen_state = state;

@@ -27,7 +27,7 @@
 namespace collectives::shm_detail {
 
 inline constexpr std::size_t line = 64;  // a cache line: fields written by different ranks never share one
-inline constexpr std::uint64_t ready_magic = 0x33304d48534c4c43ull;  // "CLLSHM03"
+inline constexpr std::uint64_t ready_magic = 0x34304d48534c4c43ull;  // "CLLSHM04"
 inline constexpr std::size_t failure_text_bytes = 512;
 
 template <class T>
@@ -54,12 +54,14 @@ struct alignas(line) segment_header {
 };
 
 enum rank_state : std::uint32_t { absent = 0, attached = 1, departed = 2 };
+enum one_copy_state : std::uint32_t { reads_by_address = 1, by_fifo_only = 2 };
 
 struct alignas(line) rank_record {  // written by its rank only
   std::int32_t pid;
   std::uint32_t state;             // rank_state
   std::uint64_t pid_namespace;     // inode of /proc/self/ns/pid: pids mean something only within one
   std::uint32_t shrink_attempt;    // the shrink this rank has come to (1, 2, ...), or 0
+  std::uint64_t probe_address;     // a word peers read to learn whether they may read this rank's memory (one_copy.hpp)
 };
 
 struct alignas(line) doorbell {  // rings: bumped by whoever wakes this rank; sleeping: set by the rank
@@ -70,6 +72,7 @@ struct alignas(line) doorbell {  // rings: bumped by whoever wakes this rank; sl
 // A FIFO's control lines; its slots follow.
 struct alignas(line) channel_control {
   std::uint64_t tail;  // slots the consumer has finished with
+  std::uint32_t one_copy;  // set by the consumer: reads_by_address, or by_fifo_only; 0 until it knows
   alignas(line) std::uint32_t abandoned;  // set by the producer when it gave up halfway through a message
 };
 
@@ -78,6 +81,7 @@ struct alignas(line) slot_header {
   std::uint64_t call;
   std::uint32_t step, fragment_bytes;
   std::uint64_t message_bytes, offset;
+  std::uint64_t source;  // a message sent by address: where it lies in the producer's memory; 0: in the slot
 };
 
 // Where everything is, from the rank count and the FIFO geometry alone.

@@ -77,6 +77,10 @@ class shm : public transport_detail::wire_transport<shm_detail::engine> {
 
   COLLECTIVES_DECL std::string describe() const;
 
+  // Whether this rank reads `peer`'s large messages straight from its memory, in one
+  // copy (shm_options::limits.one_copy_bytes), rather than through their FIFO.
+  bool reads_memory_of(int peer) const { return wire_->reads_memory_of(peer); }
+
   // The ranks that live, as a new group in a new segment, ranks renumbered in order;
   // every survivor calls it and gets the same group (docs/fault-tolerance.md). This
   // group is aborted first. Throws errc::timeout when a live rank does not call it
@@ -109,7 +113,7 @@ class shm : public transport_detail::wire_transport<shm_detail::engine> {
   COLLECTIVES_DECL static shm_detail::segment start_shrunk(int rank, std::string name, const shm_options& options,
                                                            const std::vector<int>& pids);
   // The segment's record of this rank, and the count of ranks that mapped it.
-  COLLECTIVES_DECL static void join_segment(shm_detail::segment& seg, int rank);
+  COLLECTIVES_DECL static void join_segment(shm_detail::segment& seg, int rank, const shm_options& options);
 
   shm_options options_;
   std::uint32_t shrinks_ = 0;  // attempts so far, counted alike on every survivor

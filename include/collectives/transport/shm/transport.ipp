@@ -65,7 +65,7 @@ shm_detail::segment shm::start_shrunk(int rank, std::string name, const shm_opti
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::microseconds(5000));
   }
-  join_segment(seg, rank);
+  join_segment(seg, rank, options);
   // Every member maps it, or has died: the group then reports that one lost.
   for (auto pause = std::chrono::microseconds(50);; pause = std::min(pause * 2, std::chrono::microseconds(5000))) {
     bool waiting = false;
@@ -83,10 +83,14 @@ shm_detail::segment shm::start_shrunk(int rank, std::string name, const shm_opti
   return seg;
 }
 
-void shm::join_segment(shm_detail::segment& seg, int rank) {
+void shm::join_segment(shm_detail::segment& seg, int rank, const shm_options& options) {
   shm_detail::rank_record& me = seg.rank(rank);
   me.pid = ::getpid();
   me.pid_namespace = shm_detail::pid_namespace_id();
+  me.probe_address = shm_detail::probe_address();
+  // Before the peers see this rank attached and try; only where asked for one copy,
+  // since it lets any process of the user read this one's memory.
+  if (options.limits.one_copy_bytes != 0) shm_detail::allow_peers_to_read();
   shm_detail::shared(me.state).store(shm_detail::attached, std::memory_order_release);
   shm_detail::shared(seg.header().attached).fetch_add(1, std::memory_order_acq_rel);
 }
@@ -123,6 +127,12 @@ std::string shm::describe() const {
   s += " through /dev/shm/" + shared_segment().name() + " (" + std::to_string(shape.total_bytes() >> 10) + " KiB, " +
        std::to_string(shape.slots) + " slots of " + std::to_string(shape.slot_bytes >> 10) + " KiB per pair); pids";
   for (int r = 0; r < size(); ++r) s.append(" ").append(std::to_string(r)).append("=").append(std::to_string(shared_segment().rank(r).pid));
+  if (options_.limits.one_copy_bytes != 0) {
+    int readable = 0;
+    for (int r = 0; r < size(); ++r) readable += reads_memory_of(r);
+    s += "; messages from " + std::to_string(options_.limits.one_copy_bytes >> 10) + " KiB read from the sender's memory (" +
+         std::to_string(readable) + " of " + std::to_string(size() - 1) + " peers)";
+  }
   return s;
 }
 
@@ -147,7 +157,7 @@ shm_detail::segment shm::start(int rank, int size, std::string name, const shm_o
       pause = std::min(pause * 2, std::chrono::microseconds(10000));
     }
   }
-  join_segment(seg, rank);
+  join_segment(seg, rank, options);
   try {
     await_everyone(seg, rank, until);
   } catch (...) {
