@@ -3,7 +3,7 @@ as Debian's python3-torch ships it) pointed at the backend "collectives", as PyT
 test_distributed_spawn.py points them at Gloo: every test spawns WORLD_SIZE processes
 that meet through a file store.
 
-    PYTHONPATH=build/python WORLD_SIZE=2 python3 tests/torch/pytorch_suite.py [-k PATTERN] [-v]
+    PYTHONPATH=build/python WORLD_SIZE=2 /usr/bin/python3 tests/torch/pytorch_suite.py [-k PATTERN] [-v]
 
 Not a ctest test (the whole suite takes about 14 minutes on 2 cores): the
 results, and why each failing test fails, are in docs/pytorch.md.
