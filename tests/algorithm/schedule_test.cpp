@@ -660,7 +660,8 @@ std::string reads_back(const schedule& s, const coll::compact_plan& c, int rank)
     const coll::operation got = c.op(i, rank);
     const bool message = o.kind == op_kind::send || o.kind == op_kind::recv || o.kind == op_kind::recv_reduce;
     if (got.kind != o.kind || got.tag != o.tag || got.order != o.order || (message && got.peer != o.peer) ||
-        !same(got.dst, o.dst) || !same(got.src, o.src))
+        !same(got.dst, o.dst) || !same(got.src, o.src) || got.base.count != o.base.count ||
+        (o.base.count != 0 && !same(got.base, o.base)))
       return "op " + std::to_string(i);
   }
   return "";

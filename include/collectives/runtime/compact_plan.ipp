@@ -104,8 +104,8 @@ COLLECTIVES_DECL std::size_t compact_plan::bytes() const noexcept {
 
 COLLECTIVES_DECL bool operator==(const compact_plan& a, const compact_plan& b) noexcept {
   return a.group_size_ == b.group_size_ && a.scratch_count_ == b.scratch_count_ &&
-         a.staging_count_ == b.staging_count_ && std::equal(a.blocks_, a.blocks_ + 4, b.blocks_) && a.ops_ == b.ops_ && a.regions_ == b.regions_ && a.successor_begin_ == b.successor_begin_ &&
-         a.successors_ == b.successors_;
+         a.staging_count_ == b.staging_count_ && std::equal(a.blocks_, a.blocks_ + 4, b.blocks_) && a.ops_ == b.ops_ &&
+         a.regions_ == b.regions_ && a.successor_begin_ == b.successor_begin_ && a.successors_ == b.successors_;
 }
 
 COLLECTIVES_DECL std::uint64_t compact_plan::fingerprint() const noexcept {
