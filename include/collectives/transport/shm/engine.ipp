@@ -169,6 +169,7 @@ void engine::push(int peer) {
     link.known_tail = shared(seg_.control(rank(), peer).tail).load(std::memory_order_acquire);
     for (; !link.sent_by_address.empty() && link.sent_by_address.front().second <= link.known_tail; link.sent_by_address.pop_front()) {
       op& read = match_.at(link.sent_by_address.front().first);
+      take_over(std::uint64_t(reinterpret_cast<std::uintptr_t>(read.out.data())));  // the peer is done with it
       read.moved = read.bytes;
       read.state = op_state::done;
     }
@@ -188,6 +189,7 @@ void engine::push(int peer) {
     s.message_bytes = o.bytes;
     s.offset = o.moved;
     s.source = by_address ? std::uint64_t(reinterpret_cast<std::uintptr_t>(o.out.data())) : 0;
+    if (by_address) hand_over(s.source);
     if (n != 0) std::memcpy(reinterpret_cast<std::byte*>(&s + 1), o.out.data() + o.moved, n);
     shared(s.sequence).store(++link.head, std::memory_order_release);
     o.state = op_state::moving;
@@ -240,6 +242,7 @@ bool engine::read_by_address(int peer, slot_header& s) {
   // As much as a FIFO holds, or 1 MiB, per turn: a call started beside this one moves too.
   std::size_t budget = std::max<std::size_t>(seg_.shape().slots * seg_.shape().slot_bytes, 1u << 20);
   link.reading = true;
+  take_over(s.source);
   for (;;) {
     const std::size_t moved = match_.message_moved(peer);
     std::span<std::byte> into = match_.direct_destination(peer);  // a plain receive: straight there
@@ -268,6 +271,7 @@ bool engine::read_by_address(int peer, slot_header& s) {
     const bool complete = direct ? match_.delivered_directly(peer, std::size_t(n)) : match_.deliver(peer, into.first(std::size_t(n)));
     if (complete) {
       link.reading = false;
+      hand_over(s.source);  // back to the sender, which may write it once the slot is free
       return true;
     }
     // The peers wait on this rank's own sends by address meanwhile: hand them the slots
