@@ -52,3 +52,16 @@
 #else
 #define COLLECTIVES_HAS_HWLOC 0
 #endif
+
+// 1 in a ThreadSanitizer build (g++ -fsanitize=thread defines __SANITIZE_THREAD__, clang
+// answers __has_feature): synchronization it cannot see is then told to it.
+#if defined(__SANITIZE_THREAD__)
+#define COLLECTIVES_THREAD_SANITIZER 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define COLLECTIVES_THREAD_SANITIZER 1
+#endif
+#endif
+#if !defined(COLLECTIVES_THREAD_SANITIZER)
+#define COLLECTIVES_THREAD_SANITIZER 0
+#endif

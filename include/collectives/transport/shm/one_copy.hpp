@@ -19,15 +19,9 @@
 #include <span>
 #include <string>
 
-#if defined(__SANITIZE_THREAD__)
-#define COLLECTIVES_THREAD_SANITIZER 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define COLLECTIVES_THREAD_SANITIZER 1
-#endif
-#endif
+#include "../../config.hpp"
 
-#if defined(COLLECTIVES_THREAD_SANITIZER)
+#if COLLECTIVES_THREAD_SANITIZER
 extern "C" void __tsan_acquire(void* address);
 extern "C" void __tsan_release(void* address);
 #endif
@@ -39,14 +33,14 @@ namespace collectives::shm_detail {
 // rank reads straight out of another's memory is handed over to it explicitly. Nothing
 // outside a sanitized build.
 inline void hand_over(std::uint64_t buffer) {
-#if defined(COLLECTIVES_THREAD_SANITIZER)
+#if COLLECTIVES_THREAD_SANITIZER
   __tsan_release(reinterpret_cast<void*>(std::uintptr_t(buffer)));
 #else
   (void)buffer;
 #endif
 }
 inline void take_over(std::uint64_t buffer) {
-#if defined(COLLECTIVES_THREAD_SANITIZER)
+#if COLLECTIVES_THREAD_SANITIZER
   __tsan_acquire(reinterpret_cast<void*>(std::uintptr_t(buffer)));
 #else
   (void)buffer;
