@@ -290,17 +290,16 @@ void engine::push_all() {
 }
 
 void engine::try_reading_peers() {
-  if (!seg_) return;
+  if (!seg_ || limits_.one_copy_bytes == 0) return;  // the peers find 0 in one_copy: through the FIFO
   for (int p = 0; p < size(); ++p) {
     if (p == rank()) continue;
     const rank_record& peer = seg_.rank(p);
-    std::string why;
-    if (limits_.one_copy_bytes == 0) why = "COLLECTIVES_SHM_ONE_COPY_BYTES is 0";
-    else if (peer.pid_namespace != seg_.rank(rank()).pid_namespace) why = "it runs in another pid namespace";
-    else why = why_peer_unreadable(peer.pid, peer.probe_address);
+    const std::string why = peer.pid_namespace != seg_.rank(rank()).pid_namespace
+                                ? "it runs in another pid namespace"
+                                : why_peer_unreadable(peer.pid, peer.probe_address);
     fifos_[std::size_t(p)].reads_by_address = why.empty();
     shared(seg_.control(p, rank()).one_copy).store(why.empty() ? reads_by_address : by_fifo_only, std::memory_order_release);
-    if (!why.empty() && limits_.one_copy_bytes != 0 && log::enabled(log::level::info))
+    if (!why.empty() && log::enabled(log::level::info))
       log::info("shm rank " + std::to_string(rank()) + ": rank " + std::to_string(p) +
                 "'s large messages come through the FIFO, since this rank cannot read its memory: " + why);
   }

@@ -2,7 +2,8 @@
 // memory with process_vm_readv (cross-memory attach) instead of through the FIFO,
 // which costs a copy on each side. The kernel allows it where the reader could ptrace
 // the sender: the same user, and where Yama restricts ptrace to descendants
-// (ptrace_scope 1), the sender's leave, which every rank gives as it joins. A receiver
+// (ptrace_scope 1), the sender's leave, which a rank gives as it joins when one copy is
+// asked for (shm_options::limits.one_copy_bytes). A receiver
 // tries once per peer, on a word the peer publishes, and tells the peer whether to send
 // it large messages by address; where the kernel refuses (ptrace_scope 2 or 3, a
 // seccomp filter, another pid namespace), the FIFO carries them as before.
