@@ -420,7 +420,8 @@ TEST_CASE("direct all_reduce: one round up to direct_policy's limit, with every 
       for (int r = 0; r < p; ++r) {
         INFO("rank ", r);
         const coll::plan_request req{.rank = r, .size = p, .count = n, .element_size = 4, .finalize = true};
-        // P-1 sends of the whole input, P-1 receives of as much, all posted at once.
+        // P-1 sends of the whole input, P-1 receives of as much, all posted at once; at
+        // P = 2 the one receive reduces onto the input as it arrives.
         const auto one = coll::direct::all_reduce_in_one_round(req);
         int sends = 0, receives = 0;
         for (const auto& o : one.ops) {
@@ -428,11 +429,12 @@ TEST_CASE("direct all_reduce: one round up to direct_policy's limit, with every 
             ++sends;
             CHECK((o.src.buffer == buffer_id::input && o.src.offset == 0 && o.src.count == n && o.tag == 0));
           }
-          if (o.kind == op_kind::recv) {
+          if (o.kind == op_kind::recv || o.kind == op_kind::recv_reduce) {
             ++receives;
             CHECK((o.dst.buffer == buffer_id::scratch && o.dst.count == n && o.tag == 0));
           }
-          CHECK(o.kind != op_kind::recv_reduce);
+          if (o.kind == op_kind::recv_reduce)
+            CHECK((p == 2 && o.base.buffer == buffer_id::input && o.base.offset == 0 && o.base.count == n));
         }
         CHECK(sends == p - 1);
         CHECK(receives == p - 1);

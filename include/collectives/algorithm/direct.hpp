@@ -51,6 +51,9 @@ struct direct {
   // at once: x_q is the left operand of chunks q+1..P-1 (q from P-2 down to 0), then
   // the right operand of chunks 0..q-1 (q from 1 up): 2(P-1) reduces, not P-1 per
   // chunk. It accumulates in scratch, as an in-place output is the input being sent.
+  // At P = 2 that is one combine, x_0 op x_1, which the receive makes onto the input
+  // as the peer's part arrives (the send may not finish before the peer's receive is
+  // posted, so the receive cannot wait for it to write the output).
   COLLECTIVES_DECL static schedule all_reduce_in_one_round(const plan_request& req);
 
   // Two rounds: a reduce-scatter in which the owner of chunk c combines it, then an

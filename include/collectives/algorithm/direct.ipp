@@ -40,6 +40,15 @@ schedule direct::plan(kind::all_reduce, const plan_request& req) {
 schedule direct::all_reduce_in_one_round(const plan_request& req) {
   const int p = req.size, r = req.rank;
   const std::size_t n = req.count, others = std::size_t(p - 1);
+  if (p == 2) {  // one combine, x_0 op x_1 on both ranks, straight from the wire
+    schedule s;
+    const region input{buffer_id::input, 0, n}, acc = s.reserve_scratch(n), out{buffer_id::output, 0, n};
+    const int peer = 1 - r;
+    const op_id sent = s.send(peer, 0, input);
+    const op_id got = s.recv_reduce_onto(peer, 0, acc, input, peer < r ? operand_order::received_first : operand_order::received_last);
+    finish(s, req, out, s.copy(out, acc, {sent, got}));
+    return s;
+  }
   auto chunk_begin = [&](int c) { return plan::even_chunk(n, p, c).offset; };  // chunk_begin(p) == n
   auto elements = [](region whole, std::size_t begin, std::size_t end) {
     return region{whole.buffer, whole.offset + begin, end - begin};
