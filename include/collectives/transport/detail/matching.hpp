@@ -588,12 +588,30 @@ class matching_engine {
     if (p.incoming.active && p.incoming.into == landing::early && p.incoming.early_index > i) --p.incoming.early_index;
   }
 
-  peer_state& contact(int peer) { return peers_[peer]; }
+  peer_state& contact(int peer) {
+    if (peer_state* p = recent(peer)) return *p;
+    return remember(peer, peers_[peer]);
+  }
   // A peer this rank has not been in contact with has the state of a fresh one.
   const peer_state& known(int peer) const {
     static const peer_state fresh;
+    if (const peer_state* p = recent(peer)) return *p;
     const auto it = peers_.find(peer);
-    return it == peers_.end() ? fresh : it->second;
+    return it == peers_.end() ? fresh : remember(peer, const_cast<peer_state&>(it->second));
+  }
+
+  // The two peers looked up last (a ring's two neighbours, a pair's one), so that a
+  // small message costs no hash lookup. Entries of peers_ are never erased, and a
+  // node's address survives rehashing.
+  peer_state* recent(int peer) const {
+    if (recent_[0].peer == peer) return recent_[0].state;
+    if (recent_[1].peer == peer) return recent_[1].state;
+    return nullptr;
+  }
+  peer_state& remember(int peer, peer_state& state) const {
+    recent_[1] = recent_[0];
+    recent_[0] = {peer, &state};
+    return state;
   }
 
   bool set_link(int peer, link_state state, std::string why) {
@@ -611,6 +629,11 @@ class matching_engine {
   // Made on first contact, so that a rank of a large group holds state only for the
   // peers its schedules reach (a ring's two, a tree's few), not for every rank.
   std::unordered_map<int, peer_state> peers_;
+  struct recent_peer {
+    int peer = -1;
+    peer_state* state = nullptr;
+  };
+  mutable recent_peer recent_[2];
   static constexpr std::size_t kept_slots = 32;
   std::vector<std::unique_ptr<op>> ops_;
   std::vector<std::uint32_t> free_;
