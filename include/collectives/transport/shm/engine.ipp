@@ -56,12 +56,18 @@ bool engine::wait_for_activity(deadline until) {
     while (clock::now() < until && !broken()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     return broken();
   }
-  const auto poll_until = std::min(until, clock::now() + poll_time_);
+  // The clock is first read after a few turns: a small message's answer usually comes
+  // sooner, and a clock read is a visible part of its microsecond.
+  deadline poll_until = deadline::max();
   for (unsigned turn = 0;; ++turn) {
     if (news()) return true;
     if (bound_to_one_cpu_ || turn < limits_.spin_turns) cpu_relax();
     else std::this_thread::yield();
-    if (turn % 8 == 7 && clock::now() >= poll_until) break;
+    if (turn % 8 == 7) {
+      const auto now = clock::now();
+      if (poll_until == deadline::max()) poll_until = std::min(until, now + poll_time_);
+      if (now >= poll_until) break;
+    }
   }
   for (;;) {
     const auto now = clock::now();
@@ -352,7 +358,10 @@ bool engine::news() {
     const slot_header& next = seg_.slot(p, rank(), link.tail % slots);
     const std::uint64_t in = link.tail + (shared(next.sequence).load(std::memory_order_acquire) == link.tail + 1 ? 1 : 0) +
                              shared(seg_.control(p, rank()).abandoned).load(std::memory_order_relaxed);
-    const std::uint64_t out = shared(seg_.control(rank(), p).tail).load(std::memory_order_acquire);
+    // Slots freed are news only to sends waiting for them; otherwise the line the peer
+    // writes as it takes each message is left in its cache.
+    const bool sending = !link.sends.empty() || !link.sent_by_address.empty();
+    const std::uint64_t out = sending ? shared(seg_.control(rank(), p).tail).load(std::memory_order_acquire) : link.seen_out;
     const std::uint32_t state = shared(seg_.rank(p).state).load(std::memory_order_acquire);
     if (in != link.seen_in || out != link.seen_out || state != link.seen_state) changed = true;
     if (link.reading && match_.link(p) != link_state::broken) changed = true;  // more of a message to read
