@@ -2,17 +2,25 @@
 
 # Large messages take long and vary little between iterations, so sizes from
 # SCALE_FROM bytes up run a quarter of the iterations (at least MIN_ITERS): that keeps
-# the default comparison to a few minutes on 2 cores.
+# the default comparison to a few minutes on 2 cores. Small ones take a microsecond or
+# a few over shm: 20 of them would time mostly the clock reads and the ranks' skew
+# after the barrier, so sizes below SMALL_UNTIL run SMALL_FACTOR times the iterations
+# (and the warm-up), a few milliseconds a run.
 SCALE_FROM = 4 << 20
 MIN_ITERS = 5
+SMALL_UNTIL = 64 << 10
+SMALL_FACTOR = 50
 
 
 def iteration_bands(sizes, iters, warmup):
-    """Splits the sweep into runs of (first, last, iters, warmup): fewer iterations for large sizes."""
+    """Splits the sweep into runs of (first, last, iters, warmup): more iterations for
+    small sizes, fewer for large ones."""
     bands = []
     for size in sizes:
         if size >= SCALE_FROM:
             n, w = max(MIN_ITERS, iters // 4), max(1, warmup // 4)
+        elif size < SMALL_UNTIL:
+            n, w = iters * SMALL_FACTOR, warmup * SMALL_FACTOR
         else:
             n, w = iters, warmup
         if bands and bands[-1][2:] == (n, w):
