@@ -97,6 +97,8 @@ class engine {
     // Sends that went by address, in order, each with its slot's sequence number: done
     // once the peer has read it and freed the slot.
     std::deque<std::pair<std::uint32_t, std::uint64_t>> sent_by_address;
+    // Sends this rank still has for the peer: queued, or waiting for it to read them.
+    bool sending() const { return !sends.empty() || !sent_by_address.empty(); }
     // Receiving: the next sequence number expected.
     std::uint64_t tail = 0;
     // Whether this rank reads the peer's large messages from its memory, and whether it

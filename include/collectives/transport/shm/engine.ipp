@@ -290,8 +290,7 @@ bool engine::read_by_address(int peer, slot_header& s) {
 
 void engine::push_all() {
   for (int p = 0; p < size(); ++p) {
-    const fifo_ends& link = fifos_[std::size_t(p)];
-    if (!link.sends.empty() || !link.sent_by_address.empty()) push(p);
+    if (fifos_[std::size_t(p)].sending()) push(p);
   }
 }
 
@@ -360,8 +359,7 @@ bool engine::news() {
                              shared(seg_.control(p, rank()).abandoned).load(std::memory_order_relaxed);
     // Slots freed are news only to sends waiting for them; otherwise the line the peer
     // writes as it takes each message is left in its cache.
-    const bool sending = !link.sends.empty() || !link.sent_by_address.empty();
-    const std::uint64_t out = sending ? shared(seg_.control(rank(), p).tail).load(std::memory_order_acquire) : link.seen_out;
+    const std::uint64_t out = link.sending() ? shared(seg_.control(rank(), p).tail).load(std::memory_order_acquire) : link.seen_out;
     const std::uint32_t state = shared(seg_.rank(p).state).load(std::memory_order_acquire);
     if (in != link.seen_in || out != link.seen_out || state != link.seen_state) changed = true;
     if (link.reading && match_.link(p) != link_state::broken) changed = true;  // more of a message to read
