@@ -44,6 +44,17 @@ concept fused_recv_reduce_transport = transport<T> &&
   { t.post_recv_reduce(peer, tag, bytes, granule, sink) } -> std::same_as<typename T::request>;
 };
 
+// Optional capability: the transport lists a request when it finishes (done or
+// failed): watch(r, list, key) appends `key` to `*list` then, or at once if r has
+// finished already, until r is tested or cancelled. A caller with many requests posted
+// (a ring's receives on a simulated cluster of thousands of ranks) then tests only
+// those listed instead of every one after each event.
+template <class T>
+concept lists_finished_requests = transport<T> &&
+    requires(T& t, typename T::request& r, std::vector<std::uint32_t>* list, std::uint32_t key) {
+      { t.watch(r, list, key) } noexcept;
+    };
+
 // Optional capability: messages between buffers of another memory space (device
 // memory), posted with the space as a tag: post_send(peer, tag, out, Space{}) and
 // post_recv(peer, tag, in, Space{}). Every transport moves host memory.

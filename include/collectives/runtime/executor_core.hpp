@@ -140,7 +140,14 @@ class executor_core {
   // on a transport that offers it).
   request post_recv_reduce(const operation& o, message_tag tag);
 
+  // A posted message joins the active list; a transport that lists finished requests
+  // is asked to list this one (an active op's `waiting` entry, 0 since it became ready,
+  // then holds its place in the list).
+  void activate(op_id id, request req);
   bool poll_active();
+  bool poll_listed();
+  // Active entry i has finished: it leaves the list and its op finishes.
+  void complete_active(std::size_t i);
 
   // ---- The trace (and the DEBUG and TRACE log): one branch on tracing_ while off ----
 
@@ -260,6 +267,7 @@ void executor_core<Transport>::prepare() {
   room_.waiting.assign(n, 0);
   room_.ready.clear();
   room_.active.clear();
+  room_.listed.clear();
   room_.fused.clear();
   successor_begin_ = plan_.successor_begin();
   successors_ = plan_.successors();
@@ -348,16 +356,16 @@ bool executor_core<Transport>::start_ready(const call_context& ctx) {
         break;
       case op_kind::send:
         if (o.src.count == 0) finish(id);
-        else room_.active.push_back({id, post_send(o.peer, tag, {address(o.src), bytes_in(o.src)})});
+        else activate(id, post_send(o.peer, tag, {address(o.src), bytes_in(o.src)}));
         break;
       case op_kind::recv:
         if (o.dst.count == 0) finish(id);
-        else room_.active.push_back({id, post_recv(o.peer, tag, {address(o.dst), bytes_in(o.dst)})});
+        else activate(id, post_recv(o.peer, tag, {address(o.dst), bytes_in(o.dst)}));
         break;
       case op_kind::recv_reduce:
         if (o.dst.count == 0) finish(id);
-        else if (fused_) room_.active.push_back({id, post_recv_reduce(o, tag)});
-        else room_.active.push_back({id, post_recv(o.peer, tag, {address(o.src), bytes_in(o.src)})});
+        else if (fused_) activate(id, post_recv_reduce(o, tag));
+        else activate(id, post_recv(o.peer, tag, {address(o.src), bytes_in(o.src)}));
         break;
     }
     if (tracing_ && !room_.active.empty() && room_.active.back().id == id) trace_message(true, o);
@@ -393,25 +401,53 @@ auto executor_core<Transport>::post_recv_reduce(const operation& o, message_tag 
 }
 
 template <transport Transport>
+void executor_core<Transport>::activate(op_id id, request req) {
+  room_.active.push_back({id, req});
+  if constexpr (lists_finished_requests<Transport>) {
+    room_.waiting[id] = static_cast<std::uint32_t>(room_.active.size() - 1);
+    transport_.watch(room_.active.back().req, &room_.listed, id);
+  }
+}
+
+template <transport Transport>
 bool executor_core<Transport>::poll_active() {
+  if constexpr (lists_finished_requests<Transport>) return poll_listed();
   bool any = false;
   for (std::size_t i = 0; i < room_.active.size();) {
     if (!transport_.test(room_.active[i].req)) { ++i; continue; }
-    const op_id id = room_.active[i].id;
-    room_.active[i] = std::move(room_.active.back());
-    room_.active.pop_back();
-    if (tracing_) trace_message(false, plan_.op(id, rank_));
-    if (!fused_ && plan_.kind(id) == op_kind::recv_reduce) {
-      const operation o = plan_.op(id, rank_);
-      traced(what::reduce, o.dst.count, [&] {
-        if (o.base.count && address(o.base) != address(o.dst)) work_.copy(address(o.dst), address(o.base), o.dst.count);
-        work_.combine(address(o.dst), address(o.src), o.dst.count, o.order);
-      });
-    }
-    finish(id);
+    complete_active(i);
     any = true;
   }
   return any;
+}
+
+template <transport Transport>
+bool executor_core<Transport>::poll_listed() {
+  if (room_.listed.empty()) return false;
+  for (std::size_t k = 0; k < room_.listed.size(); ++k) {
+    const std::uint32_t i = room_.waiting[room_.listed[k]];
+    if (transport_.test(room_.active[i].req)) complete_active(i);  // a failure throws
+  }
+  room_.listed.clear();
+  return true;
+}
+
+template <transport Transport>
+void executor_core<Transport>::complete_active(std::size_t i) {
+  const op_id id = room_.active[i].id;
+  room_.active[i] = std::move(room_.active.back());
+  room_.active.pop_back();
+  if constexpr (lists_finished_requests<Transport>)
+    if (i < room_.active.size()) room_.waiting[room_.active[i].id] = static_cast<std::uint32_t>(i);
+  if (tracing_) trace_message(false, plan_.op(id, rank_));
+  if (!fused_ && plan_.kind(id) == op_kind::recv_reduce) {
+    const operation o = plan_.op(id, rank_);
+    traced(what::reduce, o.dst.count, [&] {
+      if (o.base.count && address(o.base) != address(o.dst)) work_.copy(address(o.dst), address(o.base), o.dst.count);
+      work_.combine(address(o.dst), address(o.src), o.dst.count, o.order);
+    });
+  }
+  finish(id);
 }
 
 template <transport Transport>

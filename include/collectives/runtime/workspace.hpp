@@ -64,6 +64,7 @@ struct executor_workspace {
   std::vector<std::uint32_t> waiting;          // by op: dependencies not finished yet
   std::vector<op_id> ready;                    // ops whose dependencies are done, in the order they became so
   std::vector<active_op> active;               // posted messages not finished yet
+  std::vector<op_id> listed;                   // ops the transport listed as finished (lists_finished_requests)
   std::vector<fused_target> fused;             // fused receives point into it: sized before the first one
   reusable_host_memory scratch, staging;
   // The accumulators of a reduction through a wider type (detail/accumulated_call.hpp),
@@ -85,6 +86,7 @@ struct executor_workspace {
       release(waiting);
       release(ready);
       release(active);
+      release(listed);
       release(fused);
     }
     scratch.trim();
