@@ -15,9 +15,9 @@ set(layers
   "2 services:    ^ops/ ^bootstrap/"
   "3 schedules:   ^algorithm/(automatic|direct|halving_doubling|hierarchical|ring|schedule|tree)\\.(hpp|ipp)$"
   "4 runtime:     ^runtime/ ^device/"
-  "5 transports:  ^transport/[a-z_]+/ ^transport/(cuda_ipc|declarations|device_ipc|faulty|inproc|selection|subgroup)\\.hpp$"
+  "5 transports:  ^transport/[a-z_]+/ ^transport/(cuda_ipc|declarations|device_ipc|faulty|inproc|selection|sim|subgroup)\\.hpp$"
   "6 communicator: ^communicator\\.hpp$ ^transport/(automatic|rdma|shm|tcp)\\.hpp$"
-  "7 calls:       ^detail/ ^(all_gather|all_reduce|all_to_all|barrier|broadcast|completion_tokens|fixed_point|gather|gradient_bucketer|nonblocking|point_to_point|reduce|reduce_scatter|scatter|split|run_ranks)\\.hpp$"
+  "7 calls:       ^detail/ ^(all_gather|all_reduce|all_to_all|barrier|broadcast|completion_tokens|fixed_point|gather|gradient_bucketer|nonblocking|point_to_point|reduce|reduce_scatter|scatter|simulation|split|run_ranks)\\.hpp$"
   "8 umbrella:    ^collectives\\.hpp$ ^impl/ ^algorithm/(element_work|executor|executor_core|in_flight|plan_cache|progress_thread|shared_transport|workspace)\\.hpp$")
 
 if(NOT INCLUDE_DIR)

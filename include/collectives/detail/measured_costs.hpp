@@ -174,6 +174,9 @@ template <transport Tr>
 const link_classes& link_classes_of(communicator<Tr>& comm, const char* call) {
   auto& known = comm.link_figures();
   if (known) return *known;
+  // A transport that knows its classes of link (a simulated cluster's model) says them.
+  if constexpr (requires { { comm.transport().known_link_classes() } -> std::same_as<link_classes>; })
+    return known.emplace(comm.transport().known_link_classes());
   const bool asked = settings::flag("COLLECTIVES_TUNE").value_or(false) || settings::text("COLLECTIVES_TUNE_FILE");
   if (!asked || comm.size() == 1) return known.emplace(link_classes{costs_of(comm.transport()), costs_of(comm.transport())});
   const shared_costs mine = find_costs(comm, call);

@@ -1,0 +1,72 @@
+// The cluster a simulated group runs on (transport/sim.hpp): hosts of equal size, a
+// class of link between two ranks of one host and another between hosts, and what a
+// reduction costs. docs/simulation.md gives the model and its limits.
+#pragma once
+
+#include <string>
+
+#include "../../concepts/vocabulary.hpp"
+#include "../../error.hpp"
+
+namespace collectives {
+
+// What a message costs on one class of link.
+struct sim_link {
+  double latency_s = 1e-6;               // from a message's departure to its first byte's arrival
+  double seconds_per_byte = 1.0 / 25e9;  // each byte, at both ends' ports
+  double per_message_s = 0;              // the sender's port is busy this long per message, besides its bytes
+};
+
+// Every rank has a port for each class of link, which sends one message at a time and
+// receives one at a time (at once: sending and receiving overlap). A message leaves
+// when its sender's port is free, its first byte arrives `latency_s` later, and it has
+// arrived once its receiver's port has taken every byte. A received message that is
+// reduced takes `reduce_seconds_per_byte` of its receiver's core, one reduction at a
+// time. Copies are free.
+struct cluster_model {
+  int ranks_per_host = 1;
+  sim_link on_host{};       // between two ranks of one host
+  sim_link across_hosts{};  // between hosts, through each rank's NIC
+  double reduce_seconds_per_byte = 0;
+  // A straggler: this rank's ports and core take `slow_factor` times as long.
+  int slow_rank = -1;
+  double slow_factor = 1;
+
+  // Every link alike (one host per rank), as the textbook formulas assume.
+  static cluster_model uniform(sim_link link, double reduce_seconds_per_byte = 0) {
+    return {.ranks_per_host = 1, .on_host = link, .across_hosts = link, .reduce_seconds_per_byte = reduce_seconds_per_byte};
+  }
+
+  // 8 GPUs per host joined by NVLink (about 360 GB/s each way per GPU, as NCCL measures
+  // on H100), one 400 Gb/s NIC per GPU, and a GPU's reduction at 1 TB/s. Each message
+  // costs its sender's port 0.2 us on NVLink and 1 us on the NIC (posting, completion).
+  static cluster_model nvlink_hosts() {
+    return {.ranks_per_host = 8,
+            .on_host = {.latency_s = 3e-6, .seconds_per_byte = 1.0 / 360e9, .per_message_s = 2e-7},
+            .across_hosts = {.latency_s = 6e-6, .seconds_per_byte = 1.0 / 50e9, .per_message_s = 1e-6},
+            .reduce_seconds_per_byte = 1.0 / 1e12};
+  }
+
+  int host_of(int rank) const noexcept { return rank / ranks_per_host; }
+  bool same_host(int a, int b) const noexcept { return host_of(a) == host_of(b); }
+  double slowdown(int rank) const noexcept { return rank == slow_rank ? slow_factor : 1.0; }
+
+  // The figures the algorithms plan and choose by (automatic's cost model).
+  link_costs costs(const sim_link& l) const {
+    return {.latency_s = l.latency_s, .per_message_s = l.per_message_s, .seconds_per_byte = l.seconds_per_byte,
+            .reduce_seconds_per_byte = reduce_seconds_per_byte};
+  }
+
+  // A last host may be partly filled.
+  void check() const {
+    const auto bad = [](const std::string& what) { throw error(errc::invalid_config, "cluster_model: " + what); };
+    if (ranks_per_host < 1) bad("ranks_per_host must be at least 1, got " + std::to_string(ranks_per_host));
+    for (const sim_link* l : {&on_host, &across_hosts})
+      if (!(l->latency_s >= 0 && l->seconds_per_byte >= 0 && l->per_message_s >= 0))
+        bad("a link's latency, seconds per byte and per-message time must be 0 or more");
+    if (!(reduce_seconds_per_byte >= 0)) bad("reduce_seconds_per_byte must be 0 or more");
+    if (!(slow_factor > 0)) bad("slow_factor must be above 0");
+  }
+};
+
+}  // namespace collectives

@@ -1,0 +1,448 @@
+// The state of a simulated group (transport/sim.hpp): the virtual clock, the events
+// still to come, each rank's posted operations, early messages and ports. Everything
+// runs on one thread: the driver (world::run) steps the ranks that have news, then
+// moves the clock to the next event.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <queue>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "../../concepts/vocabulary.hpp"
+#include "../../error.hpp"
+#include "cluster_model.hpp"
+
+namespace collectives::sim_detail {
+
+// Virtual time in picoseconds: events order exactly, and a run of days still fits.
+using picoseconds = std::int64_t;
+inline picoseconds to_picoseconds(double seconds) { return std::llround(seconds * 1e12); }
+
+inline constexpr std::uint32_t no_slot = UINT32_MAX;
+
+enum class op_kind : std::uint8_t { send, recv, recv_reduce };
+enum class op_state : std::uint8_t { unused, posted, done, failed };
+
+struct op {
+  op_kind kind = op_kind::send;
+  op_state state = op_state::unused;
+  std::uint32_t generation = 0;  // events of an op cancelled since carry an older one
+  int peer = -1;
+  message_tag tag{};
+  std::size_t bytes = 0;
+  std::span<std::byte> into{};  // recv
+  chunk_sink sink{};            // recv_reduce
+  errc failure = errc::aborted;
+  std::string why;
+  std::vector<std::uint32_t>* watcher = nullptr;  // told `key` once the op finishes (lists_finished_requests)
+  std::uint32_t key = 0;
+  std::uint32_t next = no_slot;  // the next receive posted for the same (peer, tag)
+};
+
+// Messages match on (peer, tag), first in first out.
+struct match_key {
+  int peer;
+  message_tag tag;
+  friend bool operator==(const match_key&, const match_key&) = default;
+};
+struct match_key_hash {
+  std::size_t operator()(const match_key& k) const noexcept {  // splitmix64's finalizer over the three
+    std::uint64_t h = k.tag.call * 0x9E3779B97F4A7C15ull + (std::uint64_t(k.tag.step) << 32 | std::uint32_t(k.peer));
+    h = (h ^ (h >> 30)) * 0xBF58476D1CE4E5B9ull;
+    h = (h ^ (h >> 27)) * 0x94D049BB133111EBull;
+    return static_cast<std::size_t>(h ^ (h >> 31));
+  }
+};
+
+// A first-in first-out queue of slots (or messages) for one (peer, tag), linked through
+// their `next`: a key seldom has more than one.
+struct queue_ends {
+  std::uint32_t first = no_slot, last = no_slot;
+};
+
+struct message {
+  int source = -1;
+  message_tag tag{};
+  std::size_t bytes = 0;
+  std::vector<std::byte> payload;  // data mode: the bytes as sent
+  std::uint32_t next = no_slot;    // the next early message with the same (peer, tag)
+};
+
+enum class link_class : std::uint8_t { on_host, across_hosts };
+
+struct rank_state {
+  std::vector<op> ops;
+  std::vector<std::uint32_t> unused;
+  std::unordered_map<match_key, queue_ends, match_key_hash> receives;  // posted, not matched: slots
+  std::unordered_map<match_key, queue_ends, match_key_hash> early;     // arrived, not matched: messages
+  picoseconds sending_until[2]{}, receiving_until[2]{}, reducing_until = 0;  // by link_class
+  bool news = false;    // something finished since the rank last looked
+  bool queued = false;  // in the driver's list of ranks to step
+};
+
+enum class event_kind : std::uint8_t {
+  sent,     // a send's bytes have left its port: the send is done
+  arrived,  // a message's last byte is in: it matches a receive, or waits as early
+  reduced,  // a fused receive's reduction has run
+};
+
+struct event {
+  picoseconds at;
+  std::uint64_t order;  // events at one time happen in the order they were made
+  event_kind kind;
+  int rank;
+  std::uint32_t id;  // the op's slot, or the message
+  std::uint32_t generation;
+  bool operator>(const event& o) const noexcept { return at != o.at ? at > o.at : order > o.order; }
+};
+
+class world {
+ public:
+  world(int size, cluster_model model, bool carries_data)
+      : model_(model), carries_data_(carries_data), ranks_(static_cast<std::size_t>(size)) {
+    model_.check();
+  }
+  world(const world&) = delete;
+  world& operator=(const world&) = delete;
+
+  int size() const noexcept { return static_cast<int>(ranks_.size()); }
+  const cluster_model& model() const noexcept { return model_; }
+  bool carries_data() const noexcept { return carries_data_; }
+  picoseconds now() const noexcept { return now_; }
+  std::uint64_t messages() const noexcept { return messages_; }
+  std::uint64_t events() const noexcept { return events_handled_; }
+
+  std::uint32_t post_send(int rank, int peer, message_tag tag, std::span<const std::byte> data) {
+    check_peer(rank, peer);
+    const std::uint32_t slot = make_op(rank, op_kind::send, peer, tag, data.size());
+    const std::uint32_t m = make_message(rank, tag, data);
+    const link_class via = model_.same_host(rank, peer) ? link_class::on_host : link_class::across_hosts;
+    const sim_link& link = via == link_class::on_host ? model_.on_host : model_.across_hosts;
+    const double bytes_s = static_cast<double>(data.size()) * link.seconds_per_byte;
+    picoseconds& out = at(rank).sending_until[int(via)];
+    picoseconds& in = at(peer).receiving_until[int(via)];
+    const picoseconds leaves = std::max(now_, out);
+    out = leaves + to_picoseconds((link.per_message_s + bytes_s) * model_.slowdown(rank));
+    in = std::max(leaves + to_picoseconds(link.per_message_s + link.latency_s), in) +
+         to_picoseconds(bytes_s * model_.slowdown(peer));
+    schedule(out, event_kind::sent, rank, slot);
+    schedule(in, event_kind::arrived, peer, m, 0);
+    ++messages_;
+    return slot;
+  }
+
+  std::uint32_t post_recv(int rank, int peer, message_tag tag, std::span<std::byte> into) {
+    const std::uint32_t slot = post_receive(rank, op_kind::recv, peer, tag, into.size());
+    at(rank).ops[slot].into = into;
+    return match_posted(rank, slot);
+  }
+
+  std::uint32_t post_recv_reduce(int rank, int peer, message_tag tag, std::size_t bytes, chunk_sink sink) {
+    const std::uint32_t slot = post_receive(rank, op_kind::recv_reduce, peer, tag, bytes);
+    at(rank).ops[slot].sink = sink;
+    return match_posted(rank, slot);
+  }
+
+  // True once the operation is done (its slot is then given back); throws its failure.
+  bool test(int rank, std::uint32_t& slot) {
+    if (aborted_by_ != not_aborted) throw error(errc::aborted, aborted_text(rank));
+    op& o = at(rank).ops[slot];
+    if (o.state == op_state::posted) return false;
+    const bool done = o.state == op_state::done;
+    const errc code = o.failure;
+    std::string why = done ? std::string() : std::move(o.why);
+    release(rank, std::exchange(slot, no_slot));
+    if (!done) throw error(code, why);
+    return true;
+  }
+
+  // A send goes on to its receiver (its bytes were taken when it was posted); a
+  // receive leaves its queue. Either way nothing touches the buffer afterwards.
+  void cancel(int rank, std::uint32_t& slot) noexcept {
+    if (slot == no_slot) return;
+    rank_state& r = at(rank);
+    op& o = r.ops[slot];
+    if (o.state == op_state::posted && o.kind != op_kind::send) {
+      auto q = r.receives.find({o.peer, o.tag});
+      if (q != r.receives.end()) unlink(r, q, slot);
+    }
+    release(rank, std::exchange(slot, no_slot));
+  }
+
+  bool take_news(int rank) noexcept { return std::exchange(at(rank).news, false); }
+
+  void watch(int rank, std::uint32_t slot, std::vector<std::uint32_t>* list, std::uint32_t key) noexcept {
+    op& o = at(rank).ops[slot];
+    o.watcher = list;
+    o.key = key;
+    if (o.state != op_state::posted || aborted()) tell_watcher(o);
+  }
+
+  // Every pending operation fails with errc::aborted when next tested.
+  void abort(int by) {
+    if (aborted_by_ == not_aborted) aborted_by_ = by;
+    for (int r = 0; r < size(); ++r) {
+      for (op& o : at(r).ops)
+        if (o.state == op_state::posted) tell_watcher(o);
+      note_news(r);
+    }
+  }
+  bool aborted() const noexcept { return aborted_by_ != not_aborted; }
+
+  // Steps every rank until each is done: `step(r)` advances rank r's calls without
+  // waiting and returns true once they have all ended. A rank is stepped at the start
+  // and whenever something of its own finished; between, the clock moves to the next
+  // event. Where no event is left while ranks wait, the clock jumps `stall` ahead once,
+  // so that their calls meet their deadlines; if they still wait, this throws.
+  picoseconds run(const std::function<bool(int)>& step, picoseconds stall = to_picoseconds(24 * 3600.0)) {
+    std::vector<char> finished(ranks_.size(), 0);
+    int left = size();
+    for (int r = 0; r < size(); ++r) note_news(r);
+    bool jumped = false;
+    for (;;) {
+      for (std::size_t i = 0; i < ready_.size(); ++i) {
+        const int r = ready_[i];
+        at(r).queued = false;
+        if (!finished[std::size_t(r)] && step(r)) {
+          finished[std::size_t(r)] = 1;
+          --left;
+        }
+      }
+      ready_.clear();
+      if (left == 0) return now_;
+      if (events_.empty()) {
+        if (jumped) throw error(errc::timeout, stalled_text(finished, left));
+        jumped = true;
+        now_ += stall;
+        for (int r = 0; r < size(); ++r)
+          if (!finished[std::size_t(r)]) note_news(r);
+        continue;
+      }
+      now_ = events_.top().at;
+      while (!events_.empty() && events_.top().at == now_) {
+        const event e = events_.top();
+        events_.pop();
+        ++events_handled_;
+        handle(e);
+      }
+    }
+  }
+
+ private:
+  static constexpr int not_aborted = -2;
+
+  rank_state& at(int rank) { return ranks_[static_cast<std::size_t>(rank)]; }
+
+  void check_peer(int rank, int peer) const {
+    if (peer < 0 || peer >= size() || peer == rank)
+      throw error(errc::invalid_peer, "sim: rank " + std::to_string(rank) + " cannot send to rank " + std::to_string(peer) +
+                                          " in a group of " + std::to_string(size()));
+  }
+
+  void note_news(int rank) {
+    rank_state& r = at(rank);
+    r.news = true;
+    if (!r.queued) {
+      r.queued = true;
+      ready_.push_back(rank);
+    }
+  }
+
+  // Once per op: a list must not name an op it has let go of.
+  static void tell_watcher(op& o) noexcept {
+    if (!o.watcher) return;
+    try {
+      o.watcher->push_back(o.key);
+    } catch (...) {  // no memory: the executor's deadline ends the call
+    }
+    o.watcher = nullptr;
+  }
+
+  void finished(int rank, op& o, op_state state) {
+    o.state = state;
+    tell_watcher(o);
+    note_news(rank);
+  }
+
+  void schedule(picoseconds when, event_kind kind, int rank, std::uint32_t id, std::uint32_t generation = UINT32_MAX) {
+    if (generation == UINT32_MAX) generation = at(rank).ops[id].generation;
+    events_.push({when, next_order_++, kind, rank, id, generation});
+  }
+
+  std::uint32_t make_op(int rank, op_kind kind, int peer, message_tag tag, std::size_t bytes) {
+    rank_state& r = at(rank);
+    std::uint32_t slot;
+    if (r.unused.empty()) {
+      slot = static_cast<std::uint32_t>(r.ops.size());
+      r.ops.emplace_back();
+    } else {
+      slot = r.unused.back();
+      r.unused.pop_back();
+    }
+    op& o = r.ops[slot];
+    o.kind = kind;
+    o.state = op_state::posted;
+    o.peer = peer;
+    o.tag = tag;
+    o.bytes = bytes;
+    return slot;
+  }
+
+  void release(int rank, std::uint32_t slot) {
+    op& o = at(rank).ops[slot];
+    o.state = op_state::unused;
+    ++o.generation;
+    o.into = {};
+    o.sink = {};
+    o.watcher = nullptr;
+    o.why.clear();
+    at(rank).unused.push_back(slot);
+  }
+
+  std::uint32_t make_message(int rank, message_tag tag, std::span<const std::byte> data) {
+    std::uint32_t m;
+    if (unused_messages_.empty()) {
+      m = static_cast<std::uint32_t>(messages_in_flight_.size());
+      messages_in_flight_.emplace_back();
+    } else {
+      m = unused_messages_.back();
+      unused_messages_.pop_back();
+    }
+    message& msg = messages_in_flight_[m];
+    msg.source = rank;
+    msg.tag = tag;
+    msg.bytes = data.size();
+    if (carries_data_) msg.payload.assign(data.begin(), data.end());
+    return m;
+  }
+
+  std::uint32_t post_receive(int rank, op_kind kind, int peer, message_tag tag, std::size_t bytes) {
+    if (peer < 0 || peer >= size() || peer == rank)
+      throw error(errc::invalid_peer, "sim: rank " + std::to_string(rank) + " cannot receive from rank " +
+                                          std::to_string(peer) + " in a group of " + std::to_string(size()));
+    return make_op(rank, kind, peer, tag, bytes);
+  }
+
+  template <class Next>
+  static void append(queue_ends& q, std::uint32_t i, Next&& next) {
+    next(i) = no_slot;
+    if (q.last == no_slot) q.first = i;
+    else next(q.last) = i;
+    q.last = i;
+  }
+  template <class Map, class Next>
+  static std::uint32_t take_first(Map& map, typename Map::iterator q, Next&& next) {
+    const std::uint32_t i = q->second.first;
+    q->second.first = next(i);
+    if (q->second.first == no_slot) map.erase(q);
+    return i;
+  }
+  // Takes a cancelled receive out of its queue.
+  static void unlink(rank_state& r, decltype(rank_state::receives)::iterator q, std::uint32_t slot) {
+    std::uint32_t* link = &q->second.first;
+    std::uint32_t before = no_slot;
+    while (*link != slot && *link != no_slot) {
+      before = *link;
+      link = &r.ops[*link].next;
+    }
+    if (*link == no_slot) return;
+    *link = r.ops[slot].next;
+    if (q->second.last == slot) q->second.last = before;
+    if (q->second.first == no_slot) r.receives.erase(q);
+  }
+
+  // A receive just posted takes the first early message for it, if one came.
+  std::uint32_t match_posted(int rank, std::uint32_t slot) {
+    rank_state& r = at(rank);
+    const op& o = r.ops[slot];
+    auto q = r.early.find({o.peer, o.tag});
+    if (q == r.early.end()) {
+      append(r.receives[{o.peer, o.tag}], slot, [&](std::uint32_t s) -> std::uint32_t& { return r.ops[s].next; });
+      return slot;
+    }
+    const std::uint32_t m = take_first(r.early, q, [&](std::uint32_t i) -> std::uint32_t& { return messages_in_flight_[i].next; });
+    deliver(rank, slot, m);
+    return slot;
+  }
+
+  void handle(const event& e) {
+    if (e.kind == event_kind::arrived) return arrive(e.rank, e.id);
+    op& o = at(e.rank).ops[e.id];
+    if (o.generation != e.generation || o.state != op_state::posted) return;  // cancelled since
+    finished(e.rank, o, op_state::done);
+  }
+
+  void arrive(int rank, std::uint32_t m) {
+    rank_state& r = at(rank);
+    const message& msg = messages_in_flight_[m];
+    auto q = r.receives.find({msg.source, msg.tag});
+    if (q == r.receives.end()) {
+      append(r.early[{msg.source, msg.tag}], m, [&](std::uint32_t i) -> std::uint32_t& { return messages_in_flight_[i].next; });
+      return;
+    }
+    const std::uint32_t slot = take_first(r.receives, q, [&](std::uint32_t s) -> std::uint32_t& { return r.ops[s].next; });
+    deliver(rank, slot, m);
+  }
+
+  // Message m lands in receive `slot`, now: its bytes are written (data mode), and the
+  // receive is done, or, for a fused receive, once the rank's core has reduced it.
+  void deliver(int rank, std::uint32_t slot, std::uint32_t m) {
+    rank_state& r = at(rank);
+    op& o = r.ops[slot];
+    message& msg = messages_in_flight_[m];
+    if (msg.bytes != o.bytes) {
+      o.failure = errc::buffer_size_mismatch;
+      o.why = "sim: rank " + std::to_string(rank) + " expected " + std::to_string(o.bytes) + " bytes from rank " +
+              std::to_string(msg.source) + ", which sent " + std::to_string(msg.bytes);
+      finished(rank, o, op_state::failed);
+    } else if (o.kind == op_kind::recv_reduce && model_.reduce_seconds_per_byte > 0 && msg.bytes > 0) {
+      if (carries_data_) o.sink(0, msg.payload);
+      r.reducing_until = std::max(now_, r.reducing_until) +
+                         to_picoseconds(static_cast<double>(msg.bytes) * model_.reduce_seconds_per_byte * model_.slowdown(rank));
+      schedule(r.reducing_until, event_kind::reduced, rank, slot);
+    } else {
+      if (carries_data_ && msg.bytes > 0) {
+        if (o.kind == op_kind::recv) std::memcpy(o.into.data(), msg.payload.data(), msg.bytes);
+        else o.sink(0, msg.payload);
+      }
+      finished(rank, o, op_state::done);
+    }
+    msg.payload.clear();
+    unused_messages_.push_back(m);
+  }
+
+  std::string aborted_text(int rank) const {
+    return "rank " + std::to_string(rank) + ": the simulated group was aborted" +
+           (aborted_by_ >= 0 ? " by rank " + std::to_string(aborted_by_) : std::string());
+  }
+
+  std::string stalled_text(const std::vector<char>& finished, int left) const {
+    std::string s = "sim: " + std::to_string(left) + " ranks wait for messages no rank sends (ranks";
+    int named = 0;
+    for (int r = 0; r < size() && named < 8; ++r)
+      if (!finished[std::size_t(r)]) s += (named++ ? ", " : " ") + std::to_string(r);
+    return s + (left > named ? ", ...)" : ")");
+  }
+
+  cluster_model model_;
+  bool carries_data_;
+  std::vector<rank_state> ranks_;
+  std::vector<message> messages_in_flight_;
+  std::vector<std::uint32_t> unused_messages_;
+  std::priority_queue<event, std::vector<event>, std::greater<>> events_;
+  std::vector<int> ready_;
+  picoseconds now_ = 0;
+  std::uint64_t next_order_ = 0, messages_ = 0, events_handled_ = 0;
+  int aborted_by_ = not_aborted;
+};
+
+}  // namespace collectives::sim_detail
