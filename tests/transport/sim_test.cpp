@@ -1,0 +1,334 @@
+// The simulated transport (transport/sim.hpp, simulation.hpp): with data, every
+// collective under every algorithm gives the serial reference's result at 1 to 64
+// ranks; sizes only, the virtual times of ring and halving-doubling agree with the
+// textbook closed forms on uniform links; the model's ports and straggler behave as
+// documented; bad use is a clear error.
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include <collectives/collectives.hpp>
+#include <collectives/nonblocking.hpp>
+#include <collectives/simulation.hpp>
+#include <collectives/transport/sim.hpp>
+#include <doctest/doctest.h>
+
+namespace coll = collectives;
+using comm = coll::communicator<coll::sim>;
+using handle = coll::call_handle<coll::sim>;
+using value = std::int64_t;
+
+static_assert(coll::check_transport<coll::sim>());
+static_assert(coll::fused_recv_reduce_transport<coll::sim>);
+static_assert(coll::lists_finished_requests<coll::sim>);
+
+namespace {
+
+// A user's op: commutative and associative, so every algorithm may use it.
+struct gcd_op {
+  value operator()(value a, value b) const { return std::gcd(a, b); }
+};
+
+// Starts `start(comm, rank)` on every rank of `cluster`, runs the calls to their ends
+// and returns the virtual seconds they took.
+template <class Start>
+double run_on(coll::sim_group& cluster, Start&& start) {
+  std::vector<comm> comms;
+  comms.reserve(std::size_t(cluster.size()));
+  for (int r = 0; r < cluster.size(); ++r) comms.emplace_back(cluster.transport(r));
+  std::vector<handle> calls;
+  for (int r = 0; r < cluster.size(); ++r) calls.push_back(start(comms[std::size_t(r)], r));
+  return cluster.run([&](int r) { return calls[std::size_t(r)].test(); });
+}
+
+// Rank r's element i: distinct across ranks and positions, with common factors for gcd.
+value element(int r, std::size_t i) { return value(6 * ((r * 7 + int(i) * 3) % 11 + 1)) * (i % 2 ? 5 : 1); }
+
+std::vector<value> input_of(int r, std::size_t n) {
+  std::vector<value> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = element(r, i);
+  return v;
+}
+
+template <class Op>
+std::vector<value> reduced(int ranks, std::size_t n, Op op) {
+  std::vector<value> out = input_of(0, n);
+  for (int r = 1; r < ranks; ++r) {
+    const auto in = input_of(r, n);
+    for (std::size_t i = 0; i < n; ++i) out[i] = op(out[i], in[i]);
+  }
+  return out;
+}
+
+// One vector of n elements per rank.
+std::vector<std::vector<value>> rows(int ranks, std::size_t n = 0, value fill = 0) {
+  return std::vector<std::vector<value>>(static_cast<std::size_t>(ranks), std::vector<value>(n, fill));
+}
+
+// Hosts of 4 ranks, so that hierarchical has hosts to plan by (the last may be partial).
+coll::sim_group data_cluster(int ranks) {
+  auto model = coll::cluster_model::uniform({.latency_s = 2e-6, .seconds_per_byte = 1e-10});
+  model.ranks_per_host = 4;
+  model.on_host.latency_s = 5e-7;
+  return coll::sim_group(ranks, model);
+}
+
+const int rank_counts[] = {1, 2, 3, 5, 8, 13, 64};
+const std::size_t element_counts[] = {0, 1, 7, 1000};
+
+template <class Algorithm, class Op>
+void check_all_reduce(Op op) {
+  for (int ranks : rank_counts)
+    for (std::size_t n : element_counts) {
+      CAPTURE(ranks);
+      CAPTURE(n);
+      auto cluster = data_cluster(ranks);
+      auto data = rows(ranks);
+      for (int r = 0; r < ranks; ++r) data[std::size_t(r)] = input_of(r, n);
+      run_on(cluster, [&](comm& c, int r) { return coll::iall_reduce<Algorithm>(c, data[std::size_t(r)], op); });
+      const auto want = reduced(ranks, n, op);
+      for (int r = 0; r < ranks; ++r) REQUIRE(data[std::size_t(r)] == want);
+    }
+}
+
+template <class Algorithm>
+void check_reduce_and_broadcast() {
+  for (int ranks : rank_counts)
+    for (std::size_t n : element_counts) {
+      CAPTURE(ranks);
+      CAPTURE(n);
+      const int root = ranks / 2;
+      auto cluster = data_cluster(ranks);
+      auto out = rows(ranks, n, -1), in = rows(ranks);
+      for (int r = 0; r < ranks; ++r) in[std::size_t(r)] = input_of(r, n);
+      run_on(cluster, [&](comm& c, int r) { return coll::ireduce<Algorithm>(c, in[std::size_t(r)], out[std::size_t(r)], coll::sum{}, root); });
+      REQUIRE(out[std::size_t(root)] == reduced(ranks, n, coll::sum{}));
+      run_on(cluster, [&](comm& c, int r) { return coll::ibroadcast<Algorithm>(c, in[std::size_t(r)], out[std::size_t(r)], root); });
+      for (int r = 0; r < ranks; ++r) REQUIRE(out[std::size_t(r)] == in[std::size_t(root)]);
+    }
+}
+
+template <class Algorithm>
+void check_gather_and_scatter_phases() {  // reduce_scatter and all_gather
+  for (int ranks : rank_counts)
+    for (std::size_t n : element_counts) {
+      CAPTURE(ranks);
+      CAPTURE(n);
+      auto cluster = data_cluster(ranks);
+      const std::size_t total = n * std::size_t(ranks);
+      auto in = rows(ranks), part = rows(ranks, n);
+      for (int r = 0; r < ranks; ++r) in[std::size_t(r)] = input_of(r, total);
+      run_on(cluster, [&](comm& c, int r) { return coll::ireduce_scatter<Algorithm>(c, in[std::size_t(r)], part[std::size_t(r)], coll::sum{}); });
+      const auto sum = reduced(ranks, total, coll::sum{});
+      for (int r = 0; r < ranks; ++r)
+        REQUIRE(std::equal(part[std::size_t(r)].begin(), part[std::size_t(r)].end(), sum.begin() + std::ptrdiff_t(n) * r));
+      auto all = rows(ranks, total);
+      run_on(cluster, [&](comm& c, int r) { return coll::iall_gather<Algorithm>(c, part[std::size_t(r)], all[std::size_t(r)]); });
+      for (int r = 0; r < ranks; ++r) REQUIRE(all[std::size_t(r)] == sum);
+    }
+}
+
+template <class Algorithm>
+void check_uneven_phases() {  // reduce_scatterv and all_gatherv, rank r's part r % 3 * n elements
+  for (int ranks : rank_counts)
+    for (std::size_t n : element_counts) {
+      CAPTURE(ranks);
+      CAPTURE(n);
+      auto cluster = data_cluster(ranks);
+      std::vector<std::size_t> counts(static_cast<std::size_t>(ranks));
+      for (int r = 0; r < ranks; ++r) counts[std::size_t(r)] = std::size_t(r % 3) * n;
+      const std::size_t total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
+      auto in = rows(ranks), part = rows(ranks), all = rows(ranks, total);
+      for (int r = 0; r < ranks; ++r) {
+        in[std::size_t(r)] = input_of(r, total);
+        part[std::size_t(r)].resize(counts[std::size_t(r)]);
+      }
+      run_on(cluster, [&](comm& c, int r) {
+        return coll::ireduce_scatterv<Algorithm>(c, in[std::size_t(r)], part[std::size_t(r)], std::span<const std::size_t>(counts), coll::sum{});
+      });
+      run_on(cluster, [&](comm& c, int r) {
+        return coll::iall_gatherv<Algorithm>(c, part[std::size_t(r)], all[std::size_t(r)], std::span<const std::size_t>(counts));
+      });
+      const auto sum = reduced(ranks, total, coll::sum{});
+      for (int r = 0; r < ranks; ++r) REQUIRE(all[std::size_t(r)] == sum);
+    }
+}
+
+template <class Algorithm>
+void check_exchanges() {  // all_to_all, gather, scatter
+  for (int ranks : rank_counts)
+    for (std::size_t n : element_counts) {
+      CAPTURE(ranks);
+      CAPTURE(n);
+      auto cluster = data_cluster(ranks);
+      const std::size_t total = n * std::size_t(ranks);
+      const int root = ranks - 1;
+      auto in = rows(ranks), out = rows(ranks, total);
+      for (int r = 0; r < ranks; ++r) in[std::size_t(r)] = input_of(r, total);
+      run_on(cluster, [&](comm& c, int r) { return coll::iall_to_all<Algorithm>(c, in[std::size_t(r)], out[std::size_t(r)]); });
+      for (int r = 0; r < ranks; ++r)
+        for (int from = 0; from < ranks; ++from)
+          for (std::size_t i = 0; i < n; ++i)
+            REQUIRE(out[std::size_t(r)][std::size_t(from) * n + i] == in[std::size_t(from)][std::size_t(r) * n + i]);
+      run_on(cluster, [&](comm& c, int r) {
+        return coll::igather<Algorithm>(c, std::span(in[std::size_t(r)]).first(n), out[std::size_t(r)], root);
+      });
+      for (int from = 0; from < ranks; ++from)
+        for (std::size_t i = 0; i < n; ++i) REQUIRE(out[std::size_t(root)][std::size_t(from) * n + i] == in[std::size_t(from)][i]);
+      auto part = rows(ranks, n);
+      run_on(cluster, [&](comm& c, int r) { return coll::iscatter<Algorithm>(c, in[std::size_t(r)], part[std::size_t(r)], root); });
+      for (int r = 0; r < ranks; ++r)
+        for (std::size_t i = 0; i < n; ++i) REQUIRE(part[std::size_t(r)][i] == in[std::size_t(root)][std::size_t(r) * n + i]);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("sim, data: all_reduce under every algorithm equals the serial reference, for sum, max and a user's op") {
+  check_all_reduce<coll::ring>(coll::sum{});
+  check_all_reduce<coll::double_binary_tree>(coll::max{});
+  check_all_reduce<coll::direct>(gcd_op{});
+  check_all_reduce<coll::halving_doubling>(coll::sum{});
+  check_all_reduce<coll::hierarchical<>>(coll::min{});
+  check_all_reduce<coll::automatic>(gcd_op{});
+}
+
+TEST_CASE("sim, data: reduce and broadcast under every algorithm") {
+  check_reduce_and_broadcast<coll::ring>();
+  check_reduce_and_broadcast<coll::double_binary_tree>();
+  check_reduce_and_broadcast<coll::direct>();
+  check_reduce_and_broadcast<coll::automatic>();
+}
+
+TEST_CASE("sim, data: reduce_scatter and all_gather, even and uneven, under every algorithm") {
+  check_gather_and_scatter_phases<coll::ring>();
+  check_gather_and_scatter_phases<coll::direct>();
+  check_gather_and_scatter_phases<coll::halving_doubling>();
+  check_gather_and_scatter_phases<coll::automatic>();
+  check_uneven_phases<coll::ring>();
+  check_uneven_phases<coll::halving_doubling>();
+  check_uneven_phases<coll::automatic>();
+}
+
+TEST_CASE("sim, data: all_to_all, gather and scatter") {
+  check_exchanges<coll::direct>();
+  check_exchanges<coll::automatic>();
+}
+
+// ---- Sizes only: the textbook closed forms (Thakur, Rabenseifner and Gropp 2005) --------
+//
+// alpha: a message's latency; beta: seconds per byte; gamma: reduce seconds per byte;
+// N: the bytes of the whole vector (all_reduce's buffer, reduce_scatter's input,
+// all_gather's output); P ranks, one port each that sends and receives at once.
+//   ring all_reduce:      2(P-1) alpha + 2 (P-1)/P N beta + (P-1)/P N gamma
+//   ring reduce_scatter:   (P-1) alpha +   (P-1)/P N beta + (P-1)/P N gamma
+//   ring all_gather:       (P-1) alpha +   (P-1)/P N beta
+//   recursive halving and doubling (P a power of two): the same with lg P alpha for
+//   each (P-1) alpha.
+// N is a multiple of P, so that every part is the same size, and the plans are not
+// sliced into a pipeline (the forms have none).
+
+namespace {
+
+constexpr double alpha = 3e-6, beta = 1.0 / 12e9, gamma_ = 1.0 / 20e9;
+
+struct closed_forms {
+  double latency_steps;  // how many alphas
+  double beta_parts;     // how many (P-1)/P N betas
+  double gamma_parts;    // how many (P-1)/P N gammas
+  double at(int p, double bytes) const {
+    const double share = double(p - 1) / p * bytes;
+    return latency_steps * alpha + beta_parts * share * beta + gamma_parts * share * gamma_;
+  }
+};
+
+template <class Algorithm, class Kind>
+double simulated(Kind kind, int ranks, std::size_t count_per_call) {
+  coll::sim_group cluster(ranks, coll::cluster_model::uniform({.latency_s = alpha, .seconds_per_byte = beta}, gamma_),
+                          coll::sim_payload::sizes_only);
+  const auto r = coll::simulate<Algorithm>(cluster, kind, {.count = count_per_call, .element_size = 4, .slice_bytes = SIZE_MAX});
+  return r.seconds;
+}
+
+// Each closed form within 1% of the simulation at P ranks, for a vector of N floats.
+template <class Algorithm>
+void check_forms(int p, std::size_t floats, double steps_each_phase) {
+  CAPTURE(p);
+  CAPTURE(floats);
+  const double bytes = 4.0 * double(floats);
+  const closed_forms all_reduce{2 * steps_each_phase, 2, 1}, reduce_scatter{steps_each_phase, 1, 1},
+      all_gather{steps_each_phase, 1, 0};
+  CHECK(simulated<Algorithm>(coll::kind::all_reduce{}, p, floats) == doctest::Approx(all_reduce.at(p, bytes)).epsilon(0.01));
+  // reduce_scatter and all_gather count the elements of one rank's part.
+  CHECK(simulated<Algorithm>(coll::kind::reduce_scatter{}, p, floats / std::size_t(p)) ==
+        doctest::Approx(reduce_scatter.at(p, bytes)).epsilon(0.01));
+  CHECK(simulated<Algorithm>(coll::kind::all_gather{}, p, floats / std::size_t(p)) ==
+        doctest::Approx(all_gather.at(p, bytes)).epsilon(0.01));
+}
+
+}  // namespace
+
+TEST_CASE("sim, sizes only: ring agrees with its closed forms within 1%") {
+  for (int p : {2, 3, 5, 8, 13, 64, 100, 256})
+    for (std::size_t per_rank : {std::size_t(1), std::size_t(256), std::size_t(262144)})
+      check_forms<coll::ring>(p, per_rank * std::size_t(p), p - 1);
+}
+
+TEST_CASE("sim, sizes only: halving and doubling agrees with its closed forms within 1% (powers of two)") {
+  for (int p : {2, 4, 8, 64, 1024, 8192})
+    for (std::size_t per_rank : {std::size_t(1), std::size_t(256), std::size_t(16384)})
+      check_forms<coll::halving_doubling>(p, per_rank * std::size_t(p), std::log2(p));
+}
+
+TEST_CASE("sim: ports, hosts and a straggler") {
+  // Two ranks, one message of 1 MB each way: latency plus the bytes, ports overlapping.
+  const coll::sim_link link{.latency_s = 1e-6, .seconds_per_byte = 1e-9};
+  auto broadcast_time = [&](coll::cluster_model model, int ranks) {
+    coll::sim_group cluster(ranks, model, coll::sim_payload::sizes_only);
+    return coll::simulate<coll::direct>(cluster, coll::kind::broadcast{}, {.count = 250000, .element_size = 4}).seconds;
+  };
+  CHECK(broadcast_time(coll::cluster_model::uniform(link), 2) == doctest::Approx(1e-6 + 1e-3));
+  // The root's port sends one message at a time: direct's broadcast to 4 ranks is 3 in a row.
+  CHECK(broadcast_time(coll::cluster_model::uniform(link), 4) == doctest::Approx(1e-6 + 3e-3));
+  // On one host the on-host link is used.
+  auto two_classes = coll::cluster_model::uniform(link);
+  two_classes.ranks_per_host = 2;
+  two_classes.on_host = {.latency_s = 1e-7, .seconds_per_byte = 1e-10};
+  CHECK(broadcast_time(two_classes, 2) == doctest::Approx(1e-7 + 1e-4));
+  // A straggling receiver takes its bytes at a third of the speed.
+  auto slow = coll::cluster_model::uniform(link);
+  slow.slow_rank = 1;
+  slow.slow_factor = 3;
+  CHECK(broadcast_time(slow, 2) == doctest::Approx(1e-6 + 3e-3));
+  // The ring crosses hosts: nvlink_hosts' ring all_reduce of 64 MiB at 16 ranks is
+  // bound by the NIC, and slower than at 8 ranks, where NVLink carries it all.
+  auto ring_time = [](int ranks) {
+    coll::sim_group cluster(ranks, coll::cluster_model::nvlink_hosts(), coll::sim_payload::sizes_only);
+    return coll::simulate<coll::ring>(cluster, coll::kind::all_reduce{}, {.count = 16 << 20}).seconds;
+  };
+  CHECK(ring_time(16) > 5 * ring_time(8));
+}
+
+TEST_CASE("sim: bad use is a clear error") {
+  coll::sim_group cluster(2, coll::cluster_model::uniform({}));
+  comm c(cluster.transport(0));
+  std::vector<value> v(4, 1);
+  // A blocking call would wait, and a simulated rank cannot: the error says what to do.
+  CHECK_THROWS_WITH_AS(coll::all_reduce(c, v, coll::sum{}), doctest::Contains("cannot wait"), coll::error);
+  CHECK_THROWS_AS(coll::sim_group(0), coll::error);
+  CHECK_THROWS_AS(cluster.transport(2), coll::error);
+  auto bad = coll::cluster_model::uniform({.latency_s = -1});
+  CHECK_THROWS_WITH_AS(coll::sim_group(2, bad), doctest::Contains("latency"), coll::error);
+  CHECK_THROWS_WITH_AS(coll::simulate<coll::ring>(cluster, coll::kind::all_reduce{}, {.count = 4}),
+                       doctest::Contains("sizes_only"), coll::error);
+  // A rank whose peer never takes part: the calls time out at their deadline, in virtual time.
+  coll::sim_group pair(2, coll::cluster_model::uniform({}));
+  comm a(pair.transport(0)), b(pair.transport(1));
+  std::vector<value> x(4, 1);
+  handle h = coll::iall_reduce(a, x, coll::sum{});
+  CHECK_THROWS_WITH_AS(pair.run([&](int r) { return r == 1 || h.test(); }), doctest::Contains("timed out"), coll::error);
+}
