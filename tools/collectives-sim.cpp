@@ -1,0 +1,152 @@
+// collectives-sim: the library's plans for one collective, run on a simulated cluster
+// of many ranks in this one process (sizes only), with the perf programs' flags:
+//   collectives-sim all_reduce --ranks 1024 --ranks-per-host 8 -b 1M -e 64M -f 4
+// It prints the nccl-tests columns for each algorithm and size, and what `automatic`
+// picks beside the fastest. docs/simulation.md describes the model.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <collectives/collectives.hpp>
+#include <collectives/simulation.hpp>
+
+#include "../bench/perf/options.hpp"
+
+namespace coll = collectives;
+
+namespace {
+
+struct sim_flags {
+  int ranks = 16;
+  int ranks_per_host = 0;  // 0: the model's
+  std::string model = "nvlink";
+};
+
+using run_function = coll::simulation_result (*)(coll::sim_group&, const coll::simulation_request&);
+
+template <class Algorithm, class Kind>
+coll::simulation_result run_one(coll::sim_group& cluster, const coll::simulation_request& r) {
+  return coll::simulate<Algorithm>(cluster, Kind{}, r);
+}
+
+struct candidate {
+  const char* name;
+  run_function run;
+};
+
+template <class Kind, class... Algorithms>
+std::vector<candidate> candidates_of() {
+  return {candidate{Algorithms::name, &run_one<Algorithms, Kind>}..., candidate{"automatic", &run_one<coll::automatic, Kind>}};
+}
+
+std::vector<candidate> candidates(perf::collective c) {
+  using namespace coll;
+  switch (c) {
+    case perf::collective::all_reduce:
+      return candidates_of<kind::all_reduce, ring, double_binary_tree, direct, halving_doubling, hierarchical<>>();
+    case perf::collective::all_gather: return candidates_of<kind::all_gather, ring, direct, halving_doubling>();
+    case perf::collective::reduce_scatter: return candidates_of<kind::reduce_scatter, ring, direct, halving_doubling>();
+    case perf::collective::broadcast: return candidates_of<kind::broadcast, ring, double_binary_tree, direct>();
+    case perf::collective::reduce: return candidates_of<kind::reduce, ring, double_binary_tree, direct>();
+    case perf::collective::all_to_all: return candidates_of<kind::all_to_all, direct>();
+    case perf::collective::gather: return candidates_of<kind::gather, direct>();
+    case perf::collective::scatter: return candidates_of<kind::scatter, direct>();
+  }
+  return {};
+}
+
+void usage(std::FILE* to) {
+  std::fputs("usage: collectives-sim <collective> [--ranks N] [--ranks-per-host K] [--model nvlink|uniform] [perf flags]\n"
+             "  e.g. collectives-sim all_reduce --ranks 8192 --ranks-per-host 8 --algo ring -b 64M -e 64M\n"
+             "  --ranks N            ranks of the simulated cluster; default 16\n"
+             "  --ranks-per-host K   ranks per host; default the model's (nvlink: 8, uniform: 1)\n"
+             "  --model NAME         nvlink: 8 GPUs per host on NVLink, a 400 Gb/s NIC each (default);\n"
+             "                       uniform: every link alike (1 us, 25 GB/s)\n"
+             "  --algo NAME          one algorithm (ring, double_binary_tree, direct, halving_doubling,\n"
+             "                       hierarchical, automatic); default: all that implement the collective\n"
+             "  -b, -e, -f, -i, -r   sizes and root as the perf programs take them (-d float only)\n",
+             to);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::string_view(argv[1]) == "-h" || std::string_view(argv[1]) == "--help") {
+    usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  const auto which = perf::collective_named(argv[1]);
+  if (!which) {
+    std::fprintf(stderr, "collectives-sim: %s is not a collective\n", argv[1]);
+    return 2;
+  }
+  // Our own flags first; the rest are the perf programs'.
+  sim_flags flags;
+  std::vector<char*> rest{argv[0]};
+  for (int i = 2; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : ""; };
+    if (a == "--ranks") flags.ranks = perf::parse_int(value(), 1).value_or(0);
+    else if (a == "--ranks-per-host") flags.ranks_per_host = perf::parse_int(value(), 1).value_or(-1);
+    else if (a == "--model") flags.model = value();
+    else rest.push_back(argv[i]);
+  }
+  if (flags.ranks < 1 || flags.ranks_per_host < 0 || (flags.model != "nvlink" && flags.model != "uniform")) {
+    std::fputs("collectives-sim: --ranks and --ranks-per-host take a whole number from 1, --model nvlink or uniform\n", stderr);
+    return 2;
+  }
+  const perf::parse_result parsed = perf::parse_options(int(rest.size()), rest.data(), 1, perf::program::collectives);
+  if (!parsed.error.empty()) {
+    std::fprintf(stderr, "collectives-sim: %s\n", parsed.error.c_str());
+    return 2;
+  }
+  const perf::options& o = parsed.opts;
+  auto model = flags.model == "nvlink" ? coll::cluster_model::nvlink_hosts()
+                                       : coll::cluster_model::uniform({.latency_s = 1e-6, .seconds_per_byte = 1.0 / 25e9}, 1.0 / 50e9);
+  if (flags.ranks_per_host > 0) model.ranks_per_host = flags.ranks_per_host;
+
+  std::vector<candidate> runs;
+  for (const candidate& c : candidates(*which))
+    if (o.algorithm == "auto" ? true : o.algorithm == c.name || (o.algorithm == "hierarchical" && std::string_view(c.name).starts_with("hierarchical")))
+      runs.push_back(c);
+  if (runs.empty()) {
+    std::fprintf(stderr, "collectives-sim: --algo %s does not implement %s\n", o.algorithm.c_str(), argv[1]);
+    return 2;
+  }
+  std::printf("# collectives-sim %s: %d ranks, %d per host, model %s\n", argv[1], flags.ranks, model.ranks_per_host,
+              flags.model.c_str());
+  std::printf("# %12s %12s %6s %6s %6s %-30s %12s %8s %8s %12s %8s\n", "size", "count", "type", "redop", "root", "algorithm",
+              "time(us)", "algbw", "busbw", "messages", "wall(s)");
+  const double factor = perf::bus_bandwidth_factor(*which, flags.ranks);
+  for (std::size_t bytes : perf::sizes_of(o)) {
+    const std::size_t count = bytes / 4;
+    const std::size_t per_call = perf::split_in_parts(*which) ? count / std::size_t(flags.ranks) : count;
+    double fastest = 0, automatic = 0;
+    std::string fastest_name, automatic_choice;
+    for (const candidate& c : runs) {
+      coll::sim_group cluster(flags.ranks, model, coll::sim_payload::sizes_only);
+      const auto began = std::chrono::steady_clock::now();
+      const auto r = c.run(cluster, {.count = per_call, .element_size = 4, .root = o.root});
+      const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+      const double algbw = r.seconds > 0 ? double(bytes) / r.seconds / 1e9 : 0;
+      std::printf("  %12zu %12zu %6s %6s %6d %-30s %12.2f %8.2f %8.2f %12llu %8.2f\n", bytes, count, "float",
+                  perf::reduces(*which) ? "sum" : "none", perf::has_root(*which) ? o.root : -1,
+                  std::string_view(c.name) == "automatic" ? ("automatic:" + std::string(r.algorithm)).c_str() : c.name,
+                  r.seconds * 1e6, algbw, algbw * factor, static_cast<unsigned long long>(r.messages), wall);
+      if (std::string_view(c.name) == "automatic") {
+        automatic = r.seconds;
+        automatic_choice = r.algorithm;
+      } else if (fastest_name.empty() || r.seconds < fastest) {
+        fastest = r.seconds;
+        fastest_name = c.name;
+      }
+    }
+    if (runs.size() > 2 && !fastest_name.empty())
+      std::printf("#   %zu bytes: automatic picks %s (%.2f us); the fastest is %s (%.2f us): %.2fx\n", bytes,
+                  automatic_choice.c_str(), automatic * 1e6, fastest_name.c_str(), fastest * 1e6, automatic / fastest);
+  }
+  return 0;
+}
