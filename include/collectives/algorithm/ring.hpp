@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "../concepts/algorithm.hpp"
@@ -72,6 +73,10 @@ struct ring {
   // chunk but r-1 is received once, onto this rank's part: acc(c) is written there
   // first, with no copy of initial(c) before it (a pass over the buffer saved).
   // Chunk r-1 is sent from initial(r-1) and never accumulated.
+  // A receive waits for the one of the step before (the same slice): a rank keeps one
+  // step's receives posted, not the whole ring's 2(P - 1), which at thousands of ranks
+  // would cost every transport's matching (and a simulated cluster its memory). The
+  // message cannot come sooner: its sender needed its own receive of that step first.
   template <class Acc, class Initial>
   static reduce_scatter_result reduce_scatter_steps(schedule& s, const plan_request& req,
                                                     std::span<const std::size_t> counts, Acc acc, Initial initial) {
@@ -88,10 +93,11 @@ struct ring {
       for (std::size_t k = 0; k < send_slices; ++k)
         sent.push_back(s.send(next, tag(step, k, stride), plan::slice_of(from, slice, k),
                               {step == 0 ? no_dependency : received[k]}));
-      received.assign(recv_slices, no_dependency);
+      const std::vector<op_id> before = std::exchange(received, std::vector<op_id>(recv_slices, no_dependency));
       for (std::size_t k = 0; k < recv_slices; ++k)
         received[k] = s.recv_reduce_onto(prev, tag(step, k, stride), plan::slice_of(acc(recv_c), slice, k),
-                                         plan::slice_of(initial(recv_c), slice, k), operand_order::received_last);
+                                         plan::slice_of(initial(recv_c), slice, k), operand_order::received_last,
+                                         {k < before.size() ? before[k] : no_dependency});
     }
     if (p == 1) received.assign(plan::slice_count(counts[0], slice), s.copy(acc(0), initial(0)));  // nothing to add
     out.own_ready = received;
@@ -103,7 +109,8 @@ struct ring {
 
   // All-gather: at step s rank r sends chunk r-s and receives chunk r-s-1.
   // `own_ready[k]` gates slice k of the own chunk; `clear[s][k]`, where given, is the
-  // last read of the chunk a receive at step s overwrites.
+  // last read of the chunk a receive at step s overwrites. As in the reduce-scatter, a
+  // receive also waits for the one of the step before.
   template <class Out>
   static void all_gather_steps(schedule& s, const plan_request& req, std::span<const std::size_t> counts, Out out,
                                const std::vector<op_id>& own_ready, const std::vector<std::vector<op_id>>& clear,
@@ -121,7 +128,8 @@ struct ring {
       std::vector<op_id> now(recv_slices, no_dependency);
       for (std::size_t k = 0; k < recv_slices; ++k) {
         const op_id gate = step < int(clear.size()) && k < clear[std::size_t(step)].size() ? clear[std::size_t(step)][k] : no_dependency;
-        now[k] = s.recv(prev, first_tag + tag(step, k, stride), plan::slice_of(out(recv_c), slice, k), {gate});
+        const op_id before = k < received.size() ? received[k] : no_dependency;
+        now[k] = s.recv(prev, first_tag + tag(step, k, stride), plan::slice_of(out(recv_c), slice, k), {gate, before});
       }
       received = std::move(now);
     }
