@@ -87,12 +87,19 @@ simulation_result simulate(sim_group& cluster, Kind kind, const simulation_reque
   ranks.reserve(std::size_t(size));
   simulation_result result;
   std::vector<const compact_plan*> distinct;
+  // Each rank's plan, or rank 0's for all where the plans turn with the rank.
+  bool one_for_all = false;
   for (int r = 0; r < size; ++r) {
     auto& run = *ranks.emplace_back(std::make_unique<rank_run>(cluster.transport(r)));
     plan_request req{.rank = r, .size = size, .count = what.count, .root = what.root, .element_size = what.element_size,
                      .costs = run.transport.current_costs(), .on_host_costs = model.costs(model.on_host),
                      .slice_bytes = what.slice_bytes};
     if constexpr (plans_by_hosts<Algorithm, Kind>) req.hosts = hosts;
+    if (r == 0) one_for_all = turns_with_rank<Algorithm>(kind, req);
+    if (one_for_all && r > 0) {
+      run.plan = ranks[0]->plan;
+      continue;
+    }
     schedule planned = plan_of<Algorithm>(kind, req);
     result.algorithm = planned.algorithm;
     run.plan = shared_plan(compact_plan(planned, r, size, detail::blocks_by_rank_in<Kind>, true));

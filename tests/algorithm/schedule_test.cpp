@@ -686,8 +686,17 @@ TEST_CASE("compact plans: every rank's plan reads back exactly; a plan that turn
               CHECK_MESSAGE(reads_back(plans[std::size_t(r)], coll::compact_plan(plans[std::size_t(r)], r, p, turned), r) == "",
                             "rank ", r, ", regions not merged");
             }
-            const bool even = n % std::size_t(p) == 0;
-            if (turns && even)
+            // What the algorithm claims (turns_with_rank, which a simulated cluster plans
+            // by) holds, and it claims it for every even call the test expects to turn.
+            // all_reduce splits n into P parts; the others count one part, all alike.
+            const bool even = n % std::size_t(p) == 0 || !std::is_same_v<Kind, coll::kind::all_reduce>;
+            const coll::plan_request asked{.rank = 0, .size = p, .count = n, .root = root, .element_size = 4,
+                                           .finalize = true, .slice_bytes = slice};
+            const bool claimed = coll::turns_with_rank<A>(Kind{}, asked);
+            if (std::string(coll::automatic::chosen_name(Kind{}, asked)) == A::name)
+              CHECK(coll::turns_with_rank<coll::automatic>(Kind{}, asked) == claimed);
+            if (std::is_same_v<A, coll::ring>) CHECK(claimed == (turns && even));
+            if (claimed || (turns && even))
               for (int r = 1; r < p; ++r) CHECK_MESSAGE(compact[std::size_t(r)] == compact[0], "rank ", r);
           };
           if constexpr (coll::implements<A, coll::kind::all_reduce>)

@@ -41,6 +41,15 @@ struct automatic_of {
     return s;
   }
 
+  // Whether the chosen algorithm's plans turn with the rank (concepts/algorithm.hpp).
+  template <class Kind>
+    requires(implements<Algorithms, Kind> || ...)
+  static bool turns_with_rank(Kind k, const plan_request& r) {
+    bool turns = false;
+    visit_chosen(k, r, [&]<class A>() { turns = collectives::turns_with_rank<A>(k, r); });
+    return turns;
+  }
+
   // Why: each candidate's estimate, for the INFO log ("ring 41 us, tree 60 us, ...").
   template <class Kind>
     requires(implements<Algorithms, Kind> || ...)

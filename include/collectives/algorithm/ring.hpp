@@ -5,6 +5,8 @@
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
+#include <functional>
 #include <span>
 #include <utility>
 #include <vector>
@@ -30,6 +32,12 @@ struct ring {
   // A pipelined chain root+1 -> root+2 -> ... -> root, each rank adding its part.
   COLLECTIVES_DECL static schedule plan(kind::reduce, const plan_request& req);
 
+  // Every rank's plan is rank 0's turned (concepts/algorithm.hpp) where the parts are
+  // all the same size: their slices then match too.
+  static bool turns_with_rank(kind::all_reduce, const plan_request& r) { return r.count % std::size_t(r.size) == 0; }
+  static bool turns_with_rank(kind::reduce_scatterv, const plan_request& r) { return all_alike(r.counts); }
+  static bool turns_with_rank(kind::all_gatherv, const plan_request& r) { return all_alike(r.counts); }
+
   // Step count of the ring all_reduce, for tests and the cost model.
   static constexpr int all_reduce_steps(int p) { return 2 * (p - 1); }
 
@@ -48,6 +56,9 @@ struct ring {
   static double cost(kind::reduce_scatterv, const plan_request& r) { return steps_cost(r); }
 
  private:
+  static bool all_alike(std::span<const std::size_t> counts) {
+    return std::adjacent_find(counts.begin(), counts.end(), std::not_equal_to<>()) == counts.end();
+  }
   static double chain_cost(const plan_request& r) {
     return (r.size - 1) * (r.costs.latency_s + r.costs.per_message_s) + plan::bytes_of(r) * r.costs.seconds_per_byte;
   }

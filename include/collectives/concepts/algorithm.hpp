@@ -111,6 +111,23 @@ schedule plan_of(Kind k, const plan_request& r) {
   return s;
 }
 
+// Optional: `static bool turns_with_rank(<kind>, const plan_request&)`, true where A's
+// plans of this call, written relative to each rank (compact_plan), are the same on
+// every rank: rank r's is rank 0's turned by r. A simulated cluster then plans one rank
+// for all (simulation.hpp); schedule_test holds each such claim to the plans. For an
+// even call that A plans as its v-form, the v-form's answer.
+template <class A, class Kind>
+bool turns_with_rank(Kind k, const plan_request& r) {
+  if constexpr (plans_itself<A, Kind>) {
+    if constexpr (requires { { A::turns_with_rank(k, r) } -> std::same_as<bool>; }) return A::turns_with_rank(k, r);
+    else return false;
+  } else if constexpr (requires(uneven_form_t<Kind> u) { { A::turns_with_rank(u, r) } -> std::same_as<bool>; }) {
+    return A::turns_with_rank(uneven_form_t<Kind>{}, even_counts(k, r).request());
+  } else {
+    return false;
+  }
+}
+
 // A's estimate of a call of Kind, the same way.
 template <class A, class Kind>
   requires estimates_cost<A, Kind>
