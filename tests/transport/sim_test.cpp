@@ -69,11 +69,15 @@ std::vector<std::vector<value>> rows(int ranks, std::size_t n = 0, value fill = 
   return std::vector<std::vector<value>>(static_cast<std::size_t>(ranks), std::vector<value>(n, fill));
 }
 
-// Hosts of 4 ranks, so that hierarchical has hosts to plan by (the last may be partial).
+// Hosts of 4 ranks, so that hierarchical has hosts to plan by (the last may be partial),
+// with shared bandwidth and leaves of 2 hosts that block: every part of the model runs.
 coll::sim_group data_cluster(int ranks) {
-  auto model = coll::cluster_model::uniform({.latency_s = 2e-6, .seconds_per_byte = 1e-10});
+  auto model = coll::cluster_model::uniform({.latency_s = 2e-6, .seconds_per_byte = 1e-10, .per_message_s = 1e-7});
   model.ranks_per_host = 4;
   model.on_host.latency_s = 5e-7;
+  model.shares_bandwidth = true;
+  model.hosts_per_leaf = 2;
+  model.oversubscription = 2;
   return coll::sim_group(ranks, model);
 }
 
@@ -313,6 +317,39 @@ TEST_CASE("sim: ports, hosts and a straggler") {
   CHECK(ring_time(16) > 5 * ring_time(8));
 }
 
+TEST_CASE("sim: shared bandwidth: a host's NIC, a leaf's uplinks") {
+  // 1 MB parts, links of 1 GB/s, no latency: a part takes 1 ms on a link of its own.
+  auto model = coll::cluster_model::uniform({.latency_s = 0, .seconds_per_byte = 1e-9});
+  model.shares_bandwidth = true;
+  model.on_host.seconds_per_byte = 1e-12;  // on the host, next to free
+  auto all_to_all_time = [](coll::cluster_model m, int ranks) {
+    coll::sim_group cluster(ranks, m, coll::sim_payload::sizes_only);
+    return coll::simulate<coll::direct>(cluster, coll::kind::all_to_all{}, {.count = 250000, .element_size = 4}).seconds;
+  };
+  // 2 hosts of 2: each rank sends 2 parts across. A NIC each: 2 ms; one NIC per host,
+  // which carries 4 parts: 4 ms.
+  auto hosts = model;
+  hosts.ranks_per_host = 2;
+  CHECK(all_to_all_time(hosts, 4) == doctest::Approx(2e-3).epsilon(0.01));
+  hosts.nic_per_host = true;
+  CHECK(all_to_all_time(hosts, 4) == doctest::Approx(4e-3).epsilon(0.01));
+  // 4 hosts of 1 in leaves of 2: each rank sends 3 parts, 2 of them to the other leaf.
+  // Not oversubscribed: the NICs bound it, 3 ms. At 2:1 the leaf's uplinks carry one
+  // NIC's bandwidth for 4 parts: 4 ms. At 4:1: 8 ms.
+  auto leaves = model;
+  leaves.hosts_per_leaf = 2;
+  CHECK(all_to_all_time(leaves, 4) == doctest::Approx(3e-3).epsilon(0.01));
+  leaves.oversubscription = 2;
+  CHECK(all_to_all_time(leaves, 4) == doctest::Approx(4e-3).epsilon(0.01));
+  leaves.oversubscription = 4;
+  CHECK(all_to_all_time(leaves, 4) == doctest::Approx(8e-3).epsilon(0.01));
+  // Shared fairly: 3 parts out of one port end together (3 ms), where a port that sends
+  // one at a time ends them at 1, 2 and 3 ms: the same total.
+  coll::sim_group one_port(4, model, coll::sim_payload::sizes_only);
+  CHECK(coll::simulate<coll::direct>(one_port, coll::kind::broadcast{}, {.count = 250000}).seconds ==
+        doctest::Approx(3e-3).epsilon(0.01));
+}
+
 TEST_CASE("sim: bad use is a clear error") {
   coll::sim_group cluster(2, coll::cluster_model::uniform({}));
   comm c(cluster.transport(0));
@@ -323,6 +360,8 @@ TEST_CASE("sim: bad use is a clear error") {
   CHECK_THROWS_AS(cluster.transport(2), coll::error);
   auto bad = coll::cluster_model::uniform({.latency_s = -1});
   CHECK_THROWS_WITH_AS(coll::sim_group(2, bad), doctest::Contains("latency"), coll::error);
+  auto below_one = coll::cluster_model::nvlink_hosts_oversubscribed(0.5);
+  CHECK_THROWS_WITH_AS(coll::sim_group(2, below_one), doctest::Contains("oversubscription"), coll::error);
   CHECK_THROWS_WITH_AS(coll::simulate<coll::ring>(cluster, coll::kind::all_reduce{}, {.count = 4}),
                        doctest::Contains("sizes_only"), coll::error);
   // A rank whose peer never takes part: the calls time out at their deadline, in virtual time.

@@ -17,20 +17,29 @@ struct sim_link {
   double per_message_s = 0;              // the sender's port is busy this long per message, besides its bytes
 };
 
-// Every rank has a port for each class of link, which sends one message at a time and
-// receives one at a time (at once: sending and receiving overlap). A message leaves
-// when its sender's port is free, its first byte arrives `latency_s` later, and it has
-// arrived once its receiver's port has taken every byte. A received message that is
-// reduced takes `reduce_seconds_per_byte` of its receiver's core, one reduction at a
-// time. Copies are free.
+// Every rank has a port for each class of link, which sends and receives at once.
+// Without shared bandwidth a port sends one message at a time and receives one at a
+// time: a message leaves when its sender's port is free, its first byte arrives
+// `latency_s` later, and it has arrived once its receiver's port has taken every byte.
+// With it, a message's bytes are a flow through every link it crosses (the two ports,
+// or the NICs, and a leaf switch's uplinks), the flows on a link share it max-min
+// fairly, and the message arrives `latency_s` after its last byte left. A message
+// costs its sender `per_message_s` before it leaves, one message at a time. A received
+// message that is reduced takes `reduce_seconds_per_byte` of its receiver's core, one
+// reduction at a time. Copies are free.
 struct cluster_model {
   int ranks_per_host = 1;
   sim_link on_host{};       // between two ranks of one host
-  sim_link across_hosts{};  // between hosts, through each rank's NIC
+  sim_link across_hosts{};  // between hosts, through the NICs
   double reduce_seconds_per_byte = 0;
   // A straggler: this rank's ports and core take `slow_factor` times as long.
   int slow_rank = -1;
   double slow_factor = 1;
+  // Shared bandwidth, and what is shared.
+  bool shares_bandwidth = false;
+  bool nic_per_host = false;    // one NIC per host (across_hosts' figures), which its ranks share; else one per rank
+  int hosts_per_leaf = 0;       // hosts under one leaf switch; 0: one switch that never blocks
+  double oversubscription = 1;  // a leaf's uplinks carry its hosts' NIC bandwidth divided by this
 
   // Every link alike (one host per rank), as the textbook formulas assume.
   static cluster_model uniform(sim_link link, double reduce_seconds_per_byte = 0) {
@@ -39,15 +48,27 @@ struct cluster_model {
 
   // 8 GPUs per host joined by NVLink (about 360 GB/s each way per GPU, as NCCL measures
   // on H100), one 400 Gb/s NIC per GPU, and a GPU's reduction at 1 TB/s. Each message
-  // costs its sender's port 0.2 us on NVLink and 1 us on the NIC (posting, completion).
+  // costs its sender 0.2 us on NVLink and 1 us on the NIC (posting, completion). Flows
+  // share bandwidth; the fabric blocks nothing: leaves of 16 hosts, not oversubscribed.
   static cluster_model nvlink_hosts() {
     return {.ranks_per_host = 8,
             .on_host = {.latency_s = 3e-6, .seconds_per_byte = 1.0 / 360e9, .per_message_s = 2e-7},
             .across_hosts = {.latency_s = 6e-6, .seconds_per_byte = 1.0 / 50e9, .per_message_s = 1e-6},
-            .reduce_seconds_per_byte = 1.0 / 1e12};
+            .reduce_seconds_per_byte = 1.0 / 1e12,
+            .shares_bandwidth = true,
+            .hosts_per_leaf = 16};
+  }
+  // The same with each leaf's uplinks carrying 1/factor of its hosts' NIC bandwidth.
+  static cluster_model nvlink_hosts_oversubscribed(double factor) {
+    cluster_model m = nvlink_hosts();
+    m.oversubscription = factor;
+    return m;
   }
 
   int host_of(int rank) const noexcept { return rank / ranks_per_host; }
+  int leaf_of(int rank) const noexcept { return hosts_per_leaf > 0 ? host_of(rank) / hosts_per_leaf : 0; }
+  // Whether messages between leaves cross uplinks narrower than the NICs under them.
+  bool leaves_block() const noexcept { return shares_bandwidth && hosts_per_leaf > 0 && oversubscription > 1; }
   bool same_host(int a, int b) const noexcept { return host_of(a) == host_of(b); }
   double slowdown(int rank) const noexcept { return rank == slow_rank ? slow_factor : 1.0; }
 
@@ -66,6 +87,8 @@ struct cluster_model {
         bad("a link's latency, seconds per byte and per-message time must be 0 or more");
     if (!(reduce_seconds_per_byte >= 0)) bad("reduce_seconds_per_byte must be 0 or more");
     if (!(slow_factor > 0)) bad("slow_factor must be above 0");
+    if (hosts_per_leaf < 0) bad("hosts_per_leaf must be 0 or more");
+    if (!(oversubscription >= 1)) bad("oversubscription must be 1 or more");
   }
 };
 

@@ -20,6 +20,7 @@
 #include "../../concepts/vocabulary.hpp"
 #include "../../error.hpp"
 #include "cluster_model.hpp"
+#include "flows.hpp"
 
 namespace collectives::sim_detail {
 
@@ -85,6 +86,7 @@ struct rank_state {
   std::unordered_map<match_key, queue_ends, match_key_hash> receives;  // posted, not matched: slots
   std::unordered_map<match_key, queue_ends, match_key_hash> early;     // arrived, not matched: messages
   picoseconds sending_until[2]{}, receiving_until[2]{}, reducing_until = 0;  // by link_class
+  picoseconds posting_until = 0;  // with shared bandwidth: messages' own costs, one at a time
   bool news = false;    // something finished since the rank last looked
   bool queued = false;  // in the driver's list of ranks to step
 };
@@ -93,6 +95,8 @@ enum class event_kind : std::uint8_t {
   sent,     // a send's bytes have left its port: the send is done
   arrived,  // a message's last byte is in: it matches a receive, or waits as early
   reduced,  // a fused receive's reduction has run
+  flow_starts,  // shared bandwidth: a message's bytes begin to flow (id: its flow record)
+  flow_ends,    // shared bandwidth: a flow's bytes are through, if its version is current
 };
 
 struct event {
@@ -110,6 +114,7 @@ class world {
   world(int size, cluster_model model, bool carries_data)
       : model_(model), carries_data_(carries_data), ranks_(static_cast<std::size_t>(size)) {
     model_.check();
+    if (model_.shares_bandwidth) add_links();
   }
   world(const world&) = delete;
   world& operator=(const world&) = delete;
@@ -127,15 +132,19 @@ class world {
     const std::uint32_t m = make_message(rank, tag, data);
     const link_class via = model_.same_host(rank, peer) ? link_class::on_host : link_class::across_hosts;
     const sim_link& link = via == link_class::on_host ? model_.on_host : model_.across_hosts;
-    const double bytes_s = static_cast<double>(data.size()) * link.seconds_per_byte;
-    picoseconds& out = at(rank).sending_until[int(via)];
-    picoseconds& in = at(peer).receiving_until[int(via)];
-    const picoseconds leaves = std::max(now_, out);
-    out = leaves + to_picoseconds((link.per_message_s + bytes_s) * model_.slowdown(rank));
-    in = std::max(leaves + to_picoseconds(link.per_message_s + link.latency_s), in) +
-         to_picoseconds(bytes_s * model_.slowdown(peer));
-    schedule(out, event_kind::sent, rank, slot);
-    schedule(in, event_kind::arrived, peer, m, 0);
+    if (model_.shares_bandwidth) {
+      send_as_flow(rank, slot, peer, m, via, data.size());
+    } else {
+      const double bytes_s = static_cast<double>(data.size()) * link.seconds_per_byte;
+      picoseconds& out = at(rank).sending_until[int(via)];
+      picoseconds& in = at(peer).receiving_until[int(via)];
+      const picoseconds leaves = std::max(now_, out);
+      out = leaves + to_picoseconds((link.per_message_s + bytes_s) * model_.slowdown(rank));
+      in = std::max(leaves + to_picoseconds(link.per_message_s + link.latency_s), in) +
+           to_picoseconds(bytes_s * model_.slowdown(peer));
+      schedule(out, event_kind::sent, rank, slot);
+      schedule(in, event_kind::arrived, peer, m, 0);
+    }
     ++messages_;
     return slot;
   }
@@ -219,6 +228,7 @@ class world {
       }
       ready_.clear();
       if (left == 0) return now_;
+      settle_flows();
       if (events_.empty()) {
         if (jumped) throw error(errc::timeout, stalled_text(finished, left));
         jumped = true;
@@ -374,8 +384,118 @@ class world {
     return slot;
   }
 
+  // ---- Shared bandwidth (flows.hpp) ----------------------------------------------------
+
+  // A message whose bytes flow (or wait to): what its end completes.
+  struct flow_record {
+    int rank, peer;
+    std::uint32_t slot, generation, message;
+    link_class via;
+    double bytes;
+  };
+
+  // Links, numbered: per rank, its on-host ports (sending, receiving) and its NIC's; then
+  // with a NIC per host, the hosts' NICs; then per leaf its uplinks (out, in) where they
+  // block.
+  void add_links() {
+    const int hosts = (size() + model_.ranks_per_host - 1) / model_.ranks_per_host;
+    for (int r = 0; r < size(); ++r) {
+      const double slow = model_.slowdown(r);
+      links_.add_link(model_.on_host.seconds_per_byte * slow);
+      links_.add_link(model_.on_host.seconds_per_byte * slow);
+      links_.add_link(model_.across_hosts.seconds_per_byte * slow);  // unused with a NIC per host
+      links_.add_link(model_.across_hosts.seconds_per_byte * slow);
+    }
+    first_host_link_ = static_cast<std::uint32_t>(4 * size());
+    if (model_.nic_per_host)
+      for (int h = 0; h < hosts; ++h) {
+        links_.add_link(model_.across_hosts.seconds_per_byte);
+        links_.add_link(model_.across_hosts.seconds_per_byte);
+      }
+    first_leaf_link_ = first_host_link_ + (model_.nic_per_host ? 2u * std::uint32_t(hosts) : 0u);
+    if (model_.leaves_block()) {
+      const int nics_per_leaf = model_.hosts_per_leaf * (model_.nic_per_host ? 1 : model_.ranks_per_host);
+      const double uplink = model_.across_hosts.seconds_per_byte * model_.oversubscription / nics_per_leaf;
+      for (int l = 0; l <= model_.leaf_of(size() - 1); ++l) {
+        links_.add_link(uplink);
+        links_.add_link(uplink);
+      }
+    }
+  }
+
+  std::size_t path_of(int rank, int peer, link_class via, std::uint32_t* path) const {
+    const auto r = std::uint32_t(rank), p = std::uint32_t(peer);
+    if (via == link_class::on_host) {
+      path[0] = 4 * r;
+      path[1] = 4 * p + 1;
+      return 2;
+    }
+    std::size_t hops = 2;
+    if (model_.nic_per_host) {
+      path[0] = first_host_link_ + 2 * std::uint32_t(model_.host_of(rank));
+      path[1] = first_host_link_ + 2 * std::uint32_t(model_.host_of(peer)) + 1;
+    } else {
+      path[0] = 4 * r + 2;
+      path[1] = 4 * p + 3;
+    }
+    if (model_.leaves_block() && model_.leaf_of(rank) != model_.leaf_of(peer)) {
+      path[hops++] = first_leaf_link_ + 2 * std::uint32_t(model_.leaf_of(rank));
+      path[hops++] = first_leaf_link_ + 2 * std::uint32_t(model_.leaf_of(peer)) + 1;
+    }
+    return hops;
+  }
+
+  void send_as_flow(int rank, std::uint32_t slot, int peer, std::uint32_t m, link_class via, std::size_t bytes) {
+    const sim_link& link = via == link_class::on_host ? model_.on_host : model_.across_hosts;
+    picoseconds& posting = at(rank).posting_until;
+    posting = std::max(now_, posting) + to_picoseconds(link.per_message_s * model_.slowdown(rank));
+    if (bytes == 0) {
+      schedule(posting, event_kind::sent, rank, slot);
+      schedule(posting + to_picoseconds(link.latency_s), event_kind::arrived, peer, m, 0);
+      return;
+    }
+    std::uint32_t id;
+    if (unused_records_.empty()) {
+      id = static_cast<std::uint32_t>(records_.size());
+      records_.emplace_back();
+    } else {
+      id = unused_records_.back();
+      unused_records_.pop_back();
+    }
+    records_[id] = {rank, peer, slot, at(rank).ops[slot].generation, m, via, static_cast<double>(bytes)};
+    if (posting > now_) schedule(posting, event_kind::flow_starts, rank, id, 0);
+    else start_flow(id);
+  }
+
+  void start_flow(std::uint32_t record) {
+    const flow_record& f = records_[record];
+    std::uint32_t path[flow_network::longest_path];
+    const std::size_t hops = path_of(f.rank, f.peer, f.via, path);
+    links_.start(now_, f.bytes, path, hops, record);
+  }
+
+  void end_flow(std::uint32_t id, std::uint32_t version) {
+    if (!links_.current(id, version)) return;  // its rate changed since: a later end stands
+    const auto record = static_cast<std::uint32_t>(links_.owner(id));
+    const flow_record f = records_[record];
+    unused_records_.push_back(record);
+    links_.finish(id);
+    handle({now_, 0, event_kind::sent, f.rank, f.slot, f.generation});
+    const sim_link& link = f.via == link_class::on_host ? model_.on_host : model_.across_hosts;
+    schedule(now_ + to_picoseconds(link.latency_s), event_kind::arrived, f.peer, f.message, 0);
+  }
+
+  // Before the clock moves: the rates of flows that started or ended now, and their ends.
+  void settle_flows() {
+    if (!model_.shares_bandwidth) return;
+    links_.settle(now_);
+    for (const auto& c : links_.changed()) events_.push({c.ends, next_order_++, event_kind::flow_ends, -1, c.id, c.version});
+  }
+
   void handle(const event& e) {
     if (e.kind == event_kind::arrived) return arrive(e.rank, e.id);
+    if (e.kind == event_kind::flow_starts) return start_flow(e.id);
+    if (e.kind == event_kind::flow_ends) return end_flow(e.id, e.generation);
     op& o = at(e.rank).ops[e.id];
     if (o.generation != e.generation || o.state != op_state::posted) return;  // cancelled since
     finished(e.rank, o, op_state::done);
@@ -435,6 +555,10 @@ class world {
 
   cluster_model model_;
   bool carries_data_;
+  flow_network links_;
+  std::uint32_t first_host_link_ = 0, first_leaf_link_ = 0;
+  std::vector<flow_record> records_;
+  std::vector<std::uint32_t> unused_records_;
   std::vector<rank_state> ranks_;
   std::vector<message> messages_in_flight_;
   std::vector<std::uint32_t> unused_messages_;

@@ -1,0 +1,188 @@
+// Shared bandwidth for a simulated cluster (cluster_model::shares_bandwidth): each
+// message's bytes are a flow through the links it crosses (its sender's and receiver's
+// ports, a host's NIC, a leaf switch's uplinks), and the flows on a link share it
+// max-min fairly. Rates are found again, by progressive filling, once flows have
+// started or ended (settle(), before the clock moves on), among the flows that share
+// a link with them, directly or through others (their component): a ring's flows touch
+// few others, an all-to-all's all.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace collectives::sim_detail {
+
+using picoseconds = std::int64_t;
+
+class flow_network {
+ public:
+  static constexpr std::uint32_t none = UINT32_MAX;
+  static constexpr std::size_t longest_path = 6;
+
+  // A link that takes `seconds_per_byte` (0: no limit); returns its number.
+  std::uint32_t add_link(double seconds_per_byte) {
+    links_.push_back({seconds_per_byte > 0 ? 1e-12 / seconds_per_byte : 1e30, {}});
+    return static_cast<std::uint32_t>(links_.size() - 1);
+  }
+
+  // A flow of `bytes` (more than 0) through `path` from `now`; `owner` is the caller's.
+  std::uint32_t start(picoseconds now, double bytes, const std::uint32_t* path, std::size_t hops, std::uint64_t owner) {
+    std::uint32_t id;
+    if (unused_.empty()) {
+      id = static_cast<std::uint32_t>(flows_.size());
+      flows_.emplace_back();
+    } else {
+      id = unused_.back();
+      unused_.pop_back();
+    }
+    flow& f = flows_[id];
+    f.remaining = bytes;
+    f.rate = 0;
+    f.since = now;
+    f.hops = static_cast<std::uint8_t>(hops);
+    f.owner = owner;
+    f.active = true;
+    for (std::size_t h = 0; h < hops; ++h) {
+      f.path[h] = path[h];
+      links_[path[h]].flows.push_back(id);
+      dirty_.push_back(path[h]);
+    }
+    return id;
+  }
+
+  // The flow ended (its bytes are through): the others it shared links with speed up.
+  void finish(std::uint32_t id) {
+    flow& f = flows_[id];
+    f.active = false;
+    ++f.version;
+    for (std::size_t h = 0; h < f.hops; ++h) {
+      auto& on = links_[f.path[h]].flows;
+      on.erase(std::find(on.begin(), on.end(), id));
+      dirty_.push_back(f.path[h]);
+    }
+    unused_.push_back(id);
+  }
+
+  // Finds the rates of the flows on links where flows started or ended since the last
+  // call, and of their components.
+  void settle(picoseconds now) {
+    changed_.clear();
+    if (dirty_.empty()) return;
+    share_among(now, dirty_.data(), dirty_.size());
+    dirty_.clear();
+  }
+
+  // The flows whose rates changed in the last settle(), with when each now ends: the
+  // caller schedules those ends, and ignores ends of older versions.
+  struct change {
+    std::uint32_t id;
+    std::uint32_t version;
+    picoseconds ends;
+  };
+  const std::vector<change>& changed() const noexcept { return changed_; }
+
+  bool current(std::uint32_t id, std::uint32_t version) const noexcept {
+    return flows_[id].active && flows_[id].version == version;
+  }
+  std::uint64_t owner(std::uint32_t id) const noexcept { return flows_[id].owner; }
+
+ private:
+  struct link {
+    double capacity;  // bytes per picosecond
+    std::vector<std::uint32_t> flows;
+  };
+  struct flow {
+    double remaining = 0;  // bytes, as of `since`
+    double rate = 0;       // bytes per picosecond
+    picoseconds since = 0;
+    std::uint32_t version = 0;
+    std::uint32_t path[longest_path]{};
+    std::uint8_t hops = 0;
+    bool active = false;
+    std::uint64_t owner = 0;
+  };
+
+  // Max-min fair rates for the component of the links in `path`, by progressive
+  // filling: the link whose fair share is smallest fixes its flows at that share, which
+  // leaves the rest of their links' capacity to the others; and again.
+  void share_among(picoseconds now, const std::uint32_t* path, std::size_t hops) {
+    component_links_.clear();
+    component_flows_.clear();
+    ++mark_;
+    for (std::size_t h = 0; h < hops; ++h) visit_link(path[h]);
+    for (std::size_t i = 0; i < component_links_.size(); ++i)
+      for (std::uint32_t id : links_[component_links_[i]].flows)
+        if (flow_marks_[id] != mark_) {
+          flow_marks_[id] = mark_;
+          component_flows_.push_back(id);
+          for (std::size_t h = 0; h < flows_[id].hops; ++h) visit_link(flows_[id].path[h]);
+        }
+    old_rates_.clear();
+    for (std::uint32_t id : component_flows_) {  // bytes moved at the old rates
+      flow& f = flows_[id];
+      f.remaining = std::max(0.0, f.remaining - f.rate * double(now - f.since));
+      f.since = now;
+      old_rates_.push_back(f.rate);
+      f.rate = -1;  // not fixed yet
+    }
+    for (std::uint32_t l : component_links_) {
+      left_[l] = links_[l].capacity;
+      unfixed_[l] = static_cast<std::uint32_t>(links_[l].flows.size());
+    }
+    for (std::size_t fixed = 0; fixed < component_flows_.size();) {
+      std::uint32_t narrowest = none;
+      double share = 0;
+      for (std::uint32_t l : component_links_)
+        if (unfixed_[l] > 0 && (narrowest == none || left_[l] / unfixed_[l] < share)) {
+          narrowest = l;
+          share = left_[l] / unfixed_[l];
+        }
+      for (std::uint32_t id : links_[narrowest].flows) {
+        flow& f = flows_[id];
+        if (f.rate >= 0) continue;
+        f.rate = std::max(share, 1e-30);
+        ++fixed;
+        for (std::size_t h = 0; h < f.hops; ++h) {
+          left_[f.path[h]] = std::max(0.0, left_[f.path[h]] - f.rate);
+          --unfixed_[f.path[h]];
+        }
+      }
+    }
+    // A flow whose rate stayed ends when it was going to: its scheduled end stands.
+    for (std::size_t i = 0; i < component_flows_.size(); ++i) {
+      flow& f = flows_[component_flows_[i]];
+      if (f.rate == old_rates_[i]) continue;
+      ++f.version;
+      changed_.push_back({component_flows_[i], f.version, now + static_cast<picoseconds>(std::ceil(f.remaining / f.rate))});
+    }
+  }
+
+  void visit_link(std::uint32_t l) {
+    if (link_marks_.size() < links_.size()) {
+      link_marks_.resize(links_.size(), 0);
+      left_.resize(links_.size());
+      unfixed_.resize(links_.size());
+    }
+    if (flow_marks_.size() < flows_.size()) flow_marks_.resize(flows_.size(), 0);
+    if (link_marks_[l] == mark_) return;
+    link_marks_[l] = mark_;
+    component_links_.push_back(l);
+  }
+
+  std::vector<link> links_;
+  std::vector<flow> flows_;
+  std::vector<std::uint32_t> unused_;
+  std::vector<std::uint32_t> dirty_;  // links whose flows changed since the last settle()
+  std::vector<change> changed_;
+  // Scratch of share_among, kept between calls.
+  std::vector<std::uint32_t> component_links_, component_flows_;
+  std::vector<std::uint64_t> link_marks_, flow_marks_;
+  std::vector<double> left_, old_rates_;
+  std::vector<std::uint32_t> unfixed_;
+  std::uint64_t mark_ = 0;
+};
+
+}  // namespace collectives::sim_detail
