@@ -66,9 +66,25 @@ struct ring {
     return (r.size - 1) * (r.costs.latency_s + r.costs.per_message_s + plan::largest_part_bytes(r) * r.costs.seconds_per_byte);
   }
 
+  // How many steps' receives a rank keeps posted at once: a receive waits for the one
+  // of the same slice this many steps before it. Not the whole ring's 2(P - 1), which at
+  // thousands of ranks would cost every transport's matching (and a simulated cluster
+  // its memory); not one, since a neighbour a step ahead would then meet no receive
+  // (over tcp its message is copied aside: 2-rank all_reduce took up to 1.35x as long).
+  static constexpr std::size_t steps_posted = 4;
+
+  // [step][slice]: the receives of each step so far (across both phases of all_reduce).
+  using receives_by_step = std::vector<std::vector<op_id>>;
+  static op_id steps_back(const receives_by_step& posted, std::size_t k) {
+    if (posted.size() < steps_posted) return no_dependency;
+    const auto& then = posted[posted.size() - steps_posted];
+    return k < then.size() ? then[k] : no_dependency;
+  }
+
   struct reduce_scatter_result {
     std::vector<op_id> own_ready;           // per slice: own chunk fully reduced
     std::vector<std::vector<op_id>> sends;  // [step][slice]: last reads of the chunk sent at that step
+    receives_by_step receives;
     std::uint32_t tags_used = 0;
   };
 
@@ -83,11 +99,8 @@ struct ring {
   // `acc(c)` is where chunk c is accumulated, `initial(c)` this rank's part of it. Each
   // chunk but r-1 is received once, onto this rank's part: acc(c) is written there
   // first, with no copy of initial(c) before it (a pass over the buffer saved).
-  // Chunk r-1 is sent from initial(r-1) and never accumulated.
-  // A receive waits for the one of the step before (the same slice): a rank keeps one
-  // step's receives posted, not the whole ring's 2(P - 1), which at thousands of ranks
-  // would cost every transport's matching (and a simulated cluster its memory). The
-  // message cannot come sooner: its sender needed its own receive of that step first.
+  // Chunk r-1 is sent from initial(r-1) and never accumulated. A rank keeps
+  // `steps_posted` steps' receives posted.
   template <class Acc, class Initial>
   static reduce_scatter_result reduce_scatter_steps(schedule& s, const plan_request& req,
                                                     std::span<const std::size_t> counts, Acc acc, Initial initial) {
@@ -104,11 +117,12 @@ struct ring {
       for (std::size_t k = 0; k < send_slices; ++k)
         sent.push_back(s.send(next, tag(step, k, stride), plan::slice_of(from, slice, k),
                               {step == 0 ? no_dependency : received[k]}));
-      const std::vector<op_id> before = std::exchange(received, std::vector<op_id>(recv_slices, no_dependency));
+      received.assign(recv_slices, no_dependency);
       for (std::size_t k = 0; k < recv_slices; ++k)
         received[k] = s.recv_reduce_onto(prev, tag(step, k, stride), plan::slice_of(acc(recv_c), slice, k),
                                          plan::slice_of(initial(recv_c), slice, k), operand_order::received_last,
-                                         {k < before.size() ? before[k] : no_dependency});
+                                         {steps_back(out.receives, k)});
+      out.receives.push_back(received);
     }
     if (p == 1) received.assign(plan::slice_count(counts[0], slice), s.copy(acc(0), initial(0)));  // nothing to add
     out.own_ready = received;
@@ -120,12 +134,12 @@ struct ring {
 
   // All-gather: at step s rank r sends chunk r-s and receives chunk r-s-1.
   // `own_ready[k]` gates slice k of the own chunk; `clear[s][k]`, where given, is the
-  // last read of the chunk a receive at step s overwrites. As in the reduce-scatter, a
-  // receive also waits for the one of the step before.
+  // last read of the chunk a receive at step s overwrites. `posted`: the receives of the
+  // steps before (the reduce-scatter's), of which a rank keeps `steps_posted` posted.
   template <class Out>
   static void all_gather_steps(schedule& s, const plan_request& req, std::span<const std::size_t> counts, Out out,
                                const std::vector<op_id>& own_ready, const std::vector<std::vector<op_id>>& clear,
-                               std::uint32_t first_tag) {
+                               std::uint32_t first_tag, receives_by_step posted = {}) {
     const int p = req.size, r = req.rank, next = (r + 1) % p, prev = plan::mod(r - 1, p);
     const std::size_t slice = plan::slice_elements(req), stride = max_slices(counts, slice);
     std::vector<op_id> received = own_ready;
@@ -139,9 +153,10 @@ struct ring {
       std::vector<op_id> now(recv_slices, no_dependency);
       for (std::size_t k = 0; k < recv_slices; ++k) {
         const op_id gate = step < int(clear.size()) && k < clear[std::size_t(step)].size() ? clear[std::size_t(step)][k] : no_dependency;
-        const op_id before = k < received.size() ? received[k] : no_dependency;
-        now[k] = s.recv(prev, first_tag + tag(step, k, stride), plan::slice_of(out(recv_c), slice, k), {gate, before});
+        now[k] = s.recv(prev, first_tag + tag(step, k, stride), plan::slice_of(out(recv_c), slice, k),
+                        {gate, steps_back(posted, k)});
       }
+      posted.push_back(now);
       received = std::move(now);
     }
   }

@@ -15,7 +15,7 @@ schedule ring::plan(kind::all_reduce, const plan_request& req) {
   schedule s;
   const auto rs = reduce_scatter_steps(s, req, counts, in_output, in_input);
   all_gather_steps(s, req, counts, in_output, finalize_own(s, req, in_output(req.rank), rs.own_ready), rs.sends,
-                   /*first_tag=*/rs.tags_used);
+                   /*first_tag=*/rs.tags_used, rs.receives);
   return s;
 }
 
