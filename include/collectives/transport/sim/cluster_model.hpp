@@ -65,6 +65,17 @@ struct cluster_model {
     return m;
   }
 
+  // The figures COLLECTIVES_TUNE measures on a real machine (docs/tuning.md; a cost
+  // file holds them), with ports that send one message at a time, as the measurement's
+  // ring shift sees them.
+  static cluster_model measured(const link_classes& links, int ranks_per_host) {
+    const auto link = [](const link_costs& c) {
+      return sim_link{.latency_s = c.latency_s, .seconds_per_byte = c.seconds_per_byte, .per_message_s = c.per_message_s};
+    };
+    return {.ranks_per_host = ranks_per_host, .on_host = link(links.on_host), .across_hosts = link(links.across_hosts),
+            .reduce_seconds_per_byte = links.on_host.reduce_seconds_per_byte};
+  }
+
   int host_of(int rank) const noexcept { return rank / ranks_per_host; }
   int leaf_of(int rank) const noexcept { return hosts_per_leaf > 0 ? host_of(rank) / hosts_per_leaf : 0; }
   // Whether messages between leaves cross uplinks narrower than the NICs under them.

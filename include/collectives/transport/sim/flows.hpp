@@ -4,11 +4,13 @@
 // max-min fairly. Rates are found again, by progressive filling, once flows have
 // started or ended (settle(), before the clock moves on), among the flows that share
 // a link with them, directly or through others (their component): a ring's flows touch
-// few others, an all-to-all's all.
+// few others, an all-to-all's all. The flows' ends are kept in order (a heap indexed by
+// flow), so a flow whose rate changes moves there instead of leaving a stale event.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -17,10 +19,27 @@ namespace collectives::sim_detail {
 
 using picoseconds = std::int64_t;
 
+// A slot of `pool` for a new entry: the last one let go (listed in `unused`), or a new
+// one at the end. Slots never move between entries, so an event may name one.
+template <class T>
+std::uint32_t take_slot(std::vector<T>& pool, std::vector<std::uint32_t>& unused) {
+  if (unused.empty()) {
+    pool.emplace_back();
+    return static_cast<std::uint32_t>(pool.size() - 1);
+  }
+  const std::uint32_t slot = unused.back();
+  unused.pop_back();
+  return slot;
+}
+
 class flow_network {
  public:
   static constexpr std::uint32_t none = UINT32_MAX;
   static constexpr std::size_t longest_path = 6;
+
+  flow_network() = default;
+  flow_network(const flow_network&) = delete;  // its heap refers to its flows
+  flow_network& operator=(const flow_network&) = delete;
 
   // A link that takes `seconds_per_byte` (0: no limit); returns its number.
   std::uint32_t add_link(double seconds_per_byte) {
@@ -30,14 +49,7 @@ class flow_network {
 
   // A flow of `bytes` (more than 0) through `path` from `now`; `owner` is the caller's.
   std::uint32_t start(picoseconds now, double bytes, const std::uint32_t* path, std::size_t hops, std::uint64_t owner) {
-    std::uint32_t id;
-    if (unused_.empty()) {
-      id = static_cast<std::uint32_t>(flows_.size());
-      flows_.emplace_back();
-    } else {
-      id = unused_.back();
-      unused_.pop_back();
-    }
+    const std::uint32_t id = take_slot(flows_, unused_);
     flow& f = flows_[id];
     f.remaining = bytes;
     f.rate = 0;
@@ -57,7 +69,7 @@ class flow_network {
   void finish(std::uint32_t id) {
     flow& f = flows_[id];
     f.active = false;
-    ++f.version;
+    ends_.remove(id);
     for (std::size_t h = 0; h < f.hops; ++h) {
       auto& on = links_[f.path[h]].flows;
       on.erase(std::find(on.begin(), on.end(), id));
@@ -69,24 +81,14 @@ class flow_network {
   // Finds the rates of the flows on links where flows started or ended since the last
   // call, and of their components.
   void settle(picoseconds now) {
-    changed_.clear();
     if (dirty_.empty()) return;
     share_among(now, dirty_.data(), dirty_.size());
     dirty_.clear();
   }
 
-  // The flows whose rates changed in the last settle(), with when each now ends: the
-  // caller schedules those ends, and ignores ends of older versions.
-  struct change {
-    std::uint32_t id;
-    std::uint32_t version;
-    picoseconds ends;
-  };
-  const std::vector<change>& changed() const noexcept { return changed_; }
-
-  bool current(std::uint32_t id, std::uint32_t version) const noexcept {
-    return flows_[id].active && flows_[id].version == version;
-  }
+  // The flow that ends first (after settle()), and when; none when no flow is left.
+  std::uint32_t first_to_end() const noexcept { return ends_.empty() ? none : ends_.top(); }
+  picoseconds end_of(std::uint32_t id) const noexcept { return flows_[id].ends; }
   std::uint64_t owner(std::uint32_t id) const noexcept { return flows_[id].owner; }
 
  private:
@@ -98,7 +100,7 @@ class flow_network {
     double remaining = 0;  // bytes, as of `since`
     double rate = 0;       // bytes per picosecond
     picoseconds since = 0;
-    std::uint32_t version = 0;
+    picoseconds ends = 0;  // at the rate found last
     std::uint32_t path[longest_path]{};
     std::uint8_t hops = 0;
     bool active = false;
@@ -151,12 +153,12 @@ class flow_network {
         }
       }
     }
-    // A flow whose rate stayed ends when it was going to: its scheduled end stands.
+    // A flow whose rate stayed ends when it was going to.
     for (std::size_t i = 0; i < component_flows_.size(); ++i) {
       flow& f = flows_[component_flows_[i]];
       if (f.rate == old_rates_[i]) continue;
-      ++f.version;
-      changed_.push_back({component_flows_[i], f.version, now + static_cast<picoseconds>(std::ceil(f.remaining / f.rate))});
+      f.ends = now + static_cast<picoseconds>(std::ceil(f.remaining / f.rate));
+      ends_.place(component_flows_[i]);
     }
   }
 
@@ -172,11 +174,67 @@ class flow_network {
     component_links_.push_back(l);
   }
 
+  // The flows in flight by their ends: a binary heap, with each flow's place in it.
+  class by_end {
+   public:
+    explicit by_end(const std::vector<flow>& flows) : flows_(flows) {}
+    bool empty() const noexcept { return heap_.empty(); }
+    std::uint32_t top() const noexcept { return heap_.front(); }
+    // Puts the flow where its end belongs, whether or not it was in already.
+    void place(std::uint32_t id) {
+      if (id >= place_.size()) place_.resize(id + 1, none);
+      if (place_[id] == none) {
+        place_[id] = static_cast<std::uint32_t>(heap_.size());
+        heap_.push_back(id);
+      }
+      up(down(place_[id]));
+    }
+    void remove(std::uint32_t id) {
+      if (id >= place_.size() || place_[id] == none) return;
+      const std::uint32_t i = place_[id];
+      place_[id] = none;
+      const std::uint32_t last = heap_.back();
+      heap_.pop_back();
+      if (last == id) return;
+      heap_[i] = last;
+      place_[last] = i;
+      up(down(i));
+    }
+
+   private:
+    bool before(std::uint32_t a, std::uint32_t b) const noexcept {  // by end, then by number: one order always
+      return flows_[a].ends != flows_[b].ends ? flows_[a].ends < flows_[b].ends : a < b;
+    }
+    void swap_places(std::uint32_t i, std::uint32_t j) {
+      std::swap(heap_[i], heap_[j]);
+      place_[heap_[i]] = i;
+      place_[heap_[j]] = j;
+    }
+    std::uint32_t down(std::uint32_t i) {
+      for (;;) {
+        std::uint32_t least = i;
+        for (std::uint32_t c = 2 * i + 1; c <= 2 * i + 2 && c < heap_.size(); ++c)
+          if (before(heap_[c], heap_[least])) least = c;
+        if (least == i) return i;
+        swap_places(i, least);
+        i = least;
+      }
+    }
+    void up(std::uint32_t i) {
+      while (i > 0 && before(heap_[i], heap_[(i - 1) / 2])) {
+        swap_places(i, (i - 1) / 2);
+        i = (i - 1) / 2;
+      }
+    }
+    const std::vector<flow>& flows_;
+    std::vector<std::uint32_t> heap_, place_;
+  };
+
   std::vector<link> links_;
   std::vector<flow> flows_;
+  by_end ends_{flows_};
   std::vector<std::uint32_t> unused_;
   std::vector<std::uint32_t> dirty_;  // links whose flows changed since the last settle()
-  std::vector<change> changed_;
   // Scratch of share_among, kept between calls.
   std::vector<std::uint32_t> component_links_, component_flows_;
   std::vector<std::uint64_t> link_marks_, flow_marks_;

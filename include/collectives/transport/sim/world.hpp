@@ -96,7 +96,6 @@ enum class event_kind : std::uint8_t {
   arrived,  // a message's last byte is in: it matches a receive, or waits as early
   reduced,  // a fused receive's reduction has run
   flow_starts,  // shared bandwidth: a message's bytes begin to flow (id: its flow record)
-  flow_ends,    // shared bandwidth: a flow's bytes are through, if its version is current
 };
 
 struct event {
@@ -228,8 +227,8 @@ class world {
       }
       ready_.clear();
       if (left == 0) return now_;
-      settle_flows();
-      if (events_.empty()) {
+      const picoseconds next = next_time();
+      if (next == never) {
         if (jumped) throw error(errc::timeout, stalled_text(finished, left));
         jumped = true;
         now_ += stall;
@@ -237,7 +236,11 @@ class world {
           if (!finished[std::size_t(r)]) note_news(r);
         continue;
       }
-      now_ = events_.top().at;
+      now_ = next;
+      for (std::uint32_t f; (f = links_.first_to_end()) != flow_network::none && links_.end_of(f) == now_;) {
+        ++events_handled_;
+        end_flow(f);
+      }
       while (!events_.empty() && events_.top().at == now_) {
         const event e = events_.top();
         events_.pop();
@@ -249,6 +252,7 @@ class world {
 
  private:
   static constexpr int not_aborted = -2;
+  static constexpr picoseconds never = INT64_MAX;
 
   rank_state& at(int rank) { return ranks_[static_cast<std::size_t>(rank)]; }
 
@@ -290,14 +294,7 @@ class world {
 
   std::uint32_t make_op(int rank, op_kind kind, int peer, message_tag tag, std::size_t bytes) {
     rank_state& r = at(rank);
-    std::uint32_t slot;
-    if (r.unused.empty()) {
-      slot = static_cast<std::uint32_t>(r.ops.size());
-      r.ops.emplace_back();
-    } else {
-      slot = r.unused.back();
-      r.unused.pop_back();
-    }
+    const std::uint32_t slot = take_slot(r.ops, r.unused);
     op& o = r.ops[slot];
     o.kind = kind;
     o.state = op_state::posted;
@@ -319,14 +316,7 @@ class world {
   }
 
   std::uint32_t make_message(int rank, message_tag tag, std::span<const std::byte> data) {
-    std::uint32_t m;
-    if (unused_messages_.empty()) {
-      m = static_cast<std::uint32_t>(messages_in_flight_.size());
-      messages_in_flight_.emplace_back();
-    } else {
-      m = unused_messages_.back();
-      unused_messages_.pop_back();
-    }
+    const std::uint32_t m = take_slot(messages_in_flight_, unused_messages_);
     message& msg = messages_in_flight_[m];
     msg.source = rank;
     msg.tag = tag;
@@ -454,14 +444,7 @@ class world {
       schedule(posting + to_picoseconds(link.latency_s), event_kind::arrived, peer, m, 0);
       return;
     }
-    std::uint32_t id;
-    if (unused_records_.empty()) {
-      id = static_cast<std::uint32_t>(records_.size());
-      records_.emplace_back();
-    } else {
-      id = unused_records_.back();
-      unused_records_.pop_back();
-    }
+    const std::uint32_t id = take_slot(records_, unused_records_);
     records_[id] = {rank, peer, slot, at(rank).ops[slot].generation, m, via, static_cast<double>(bytes)};
     if (posting > now_) schedule(posting, event_kind::flow_starts, rank, id, 0);
     else start_flow(id);
@@ -474,8 +457,9 @@ class world {
     links_.start(now_, f.bytes, path, hops, record);
   }
 
-  void end_flow(std::uint32_t id, std::uint32_t version) {
-    if (!links_.current(id, version)) return;  // its rate changed since: a later end stands
+  // The flow's bytes are through: its send is done, and its message arrives after the
+  // link's latency.
+  void end_flow(std::uint32_t id) {
     const auto record = static_cast<std::uint32_t>(links_.owner(id));
     const flow_record f = records_[record];
     unused_records_.push_back(record);
@@ -485,17 +469,20 @@ class world {
     schedule(now_ + to_picoseconds(link.latency_s), event_kind::arrived, f.peer, f.message, 0);
   }
 
-  // Before the clock moves: the rates of flows that started or ended now, and their ends.
-  void settle_flows() {
-    if (!model_.shares_bandwidth) return;
-    links_.settle(now_);
-    for (const auto& c : links_.changed()) events_.push({c.ends, next_order_++, event_kind::flow_ends, -1, c.id, c.version});
+  // The next time anything happens: an event, or a flow's end. Flows that started or
+  // ended now are rated first.
+  picoseconds next_time() {
+    picoseconds next = events_.empty() ? never : events_.top().at;
+    if (model_.shares_bandwidth) {
+      links_.settle(now_);
+      if (const std::uint32_t f = links_.first_to_end(); f != flow_network::none) next = std::min(next, links_.end_of(f));
+    }
+    return next;
   }
 
   void handle(const event& e) {
     if (e.kind == event_kind::arrived) return arrive(e.rank, e.id);
     if (e.kind == event_kind::flow_starts) return start_flow(e.id);
-    if (e.kind == event_kind::flow_ends) return end_flow(e.id, e.generation);
     op& o = at(e.rank).ops[e.id];
     if (o.generation != e.generation || o.state != op_state::posted) return;  // cancelled since
     finished(e.rank, o, op_state::done);
