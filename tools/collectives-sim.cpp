@@ -6,11 +6,14 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
+#include <fstream>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include <collectives/collectives.hpp>
+#include <collectives/detail/cost_file.hpp>
 #include <collectives/simulation.hpp>
 
 #include "../bench/perf/options.hpp"
@@ -23,6 +26,10 @@ struct sim_flags {
   int ranks = 16;
   int ranks_per_host = 0;  // 0: the model's
   std::string model = "nvlink";
+  double oversubscription = 0;  // 0: the model's
+  int hosts_per_leaf = -1;      // -1: the model's
+  bool nic_per_host = false, no_sharing = false;
+  std::string costs;  // a cost file (COLLECTIVES_TUNE_FILE) as the model
 };
 
 using run_function = coll::simulation_result (*)(coll::sim_group&, const coll::simulation_request&);
@@ -59,15 +66,24 @@ std::vector<candidate> candidates(perf::collective c) {
 }
 
 void usage(std::FILE* to) {
-  std::fputs("usage: collectives-sim <collective> [--ranks N] [--ranks-per-host K] [--model nvlink|uniform] [perf flags]\n"
+  std::fputs("usage: collectives-sim <collective> [--ranks N] [model flags] [perf flags]\n"
              "  e.g. collectives-sim all_reduce --ranks 8192 --ranks-per-host 8 --algo ring -b 64M -e 64M\n"
-             "  --ranks N            ranks of the simulated cluster; default 16\n"
-             "  --ranks-per-host K   ranks per host; default the model's (nvlink: 8, uniform: 1)\n"
-             "  --model NAME         nvlink: 8 GPUs per host on NVLink, a 400 Gb/s NIC each (default);\n"
-             "                       uniform: every link alike (1 us, 25 GB/s)\n"
-             "  --algo NAME          one algorithm (ring, double_binary_tree, direct, halving_doubling,\n"
-             "                       hierarchical, automatic); default: all that implement the collective\n"
-             "  -b, -e, -f, -i, -r   sizes and root as the perf programs take them (-d float only)\n",
+             "  --ranks N              ranks of the simulated cluster; default 16\n"
+             "  --model NAME           nvlink: 8 GPUs per host on NVLink, a 400 Gb/s NIC each, shared\n"
+             "                         bandwidth (default); uniform: every link alike (1 us, 25 GB/s), each\n"
+             "                         port one message at a time (the textbook's model)\n"
+             "  --costs FILE           the link figures of a cost file that COLLECTIVES_TUNE=1 saved\n"
+             "                         (COLLECTIVES_TUNE_FILE, docs/tuning.md) as the model, ports one\n"
+             "                         message at a time\n"
+             "  --ranks-per-host K     ranks per host; default the model's (nvlink: 8, uniform: 1; a cost file: all)\n"
+             "  --oversubscription F   a leaf switch's uplinks carry 1/F of its hosts' NICs (F >= 1)\n"
+             "  --hosts-per-leaf H     hosts under one leaf switch (nvlink: 16)\n"
+             "  --nic-per-host         one NIC per host, shared by its ranks (else one per rank)\n"
+             "  --no-sharing           each port sends one message at a time instead of sharing\n"
+             "  --algo NAME            one algorithm (ring, double_binary_tree, direct, halving_doubling,\n"
+             "                         hierarchical, automatic); default: all that implement the collective\n"
+             "  -b, -e, -f, -i, -r     sizes and root as the perf programs take them (-d float only)\n"
+             "  --json FILE            also write each row as a line of JSON\n",
              to);
 }
 
@@ -92,10 +108,16 @@ int main(int argc, char** argv) {
     if (a == "--ranks") flags.ranks = perf::parse_int(value(), 1).value_or(0);
     else if (a == "--ranks-per-host") flags.ranks_per_host = perf::parse_int(value(), 1).value_or(-1);
     else if (a == "--model") flags.model = value();
+    else if (a == "--oversubscription") flags.oversubscription = std::atof(value());
+    else if (a == "--hosts-per-leaf") flags.hosts_per_leaf = perf::parse_int(value(), 0).value_or(-2);
+    else if (a == "--nic-per-host") flags.nic_per_host = true;
+    else if (a == "--no-sharing") flags.no_sharing = true;
+    else if (a == "--costs") flags.costs = value();
     else rest.push_back(argv[i]);
   }
-  if (flags.ranks < 1 || flags.ranks_per_host < 0 || (flags.model != "nvlink" && flags.model != "uniform")) {
-    std::fputs("collectives-sim: --ranks and --ranks-per-host take a whole number from 1, --model nvlink or uniform\n", stderr);
+  if (flags.ranks < 1 || flags.ranks_per_host < 0 || flags.hosts_per_leaf < -1 || (flags.model != "nvlink" && flags.model != "uniform")) {
+    std::fputs("collectives-sim: --ranks, --ranks-per-host and --hosts-per-leaf take whole numbers, --model nvlink or uniform\n",
+               stderr);
     return 2;
   }
   const perf::parse_result parsed = perf::parse_options(int(rest.size()), rest.data(), 1, perf::program::collectives);
@@ -106,7 +128,34 @@ int main(int argc, char** argv) {
   const perf::options& o = parsed.opts;
   auto model = flags.model == "nvlink" ? coll::cluster_model::nvlink_hosts()
                                        : coll::cluster_model::uniform({.latency_s = 1e-6, .seconds_per_byte = 1.0 / 25e9}, 1.0 / 50e9);
+  if (!flags.costs.empty()) {
+    std::ifstream in(flags.costs);
+    std::string transport;
+    try {
+      model = coll::cluster_model::measured(coll::detail::parse_cost_file(in, flags.costs, transport), flags.ranks);
+      flags.model = flags.costs + " (" + transport + ")";
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "collectives-sim: %s\n", e.what());
+      return 2;
+    }
+  }
   if (flags.ranks_per_host > 0) model.ranks_per_host = flags.ranks_per_host;
+  if (flags.oversubscription != 0) model.oversubscription = flags.oversubscription;
+  if (flags.hosts_per_leaf >= 0) model.hosts_per_leaf = flags.hosts_per_leaf;
+  if (flags.nic_per_host) model.nic_per_host = true;
+  if (flags.oversubscription != 0 || flags.hosts_per_leaf >= 0 || flags.nic_per_host) model.shares_bandwidth = true;
+  if (flags.no_sharing) model.shares_bandwidth = false;
+  try {
+    model.check();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "collectives-sim: %s\n", e.what());
+    return 2;
+  }
+  std::FILE* json = o.json_path.empty() ? nullptr : std::fopen(o.json_path.c_str(), "w");
+  if (!o.json_path.empty() && !json) {
+    std::fprintf(stderr, "collectives-sim: cannot write %s\n", o.json_path.c_str());
+    return 2;
+  }
 
   std::vector<candidate> runs;
   for (const candidate& c : candidates(*which))
@@ -116,8 +165,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "collectives-sim: --algo %s does not implement %s\n", o.algorithm.c_str(), argv[1]);
     return 2;
   }
-  std::printf("# collectives-sim %s: %d ranks, %d per host, model %s\n", argv[1], flags.ranks, model.ranks_per_host,
-              flags.model.c_str());
+  std::printf("# collectives-sim %s: %d ranks, %d per host, model %s, %s bandwidth%s\n", argv[1], flags.ranks,
+              model.ranks_per_host, flags.model.c_str(), model.shares_bandwidth ? "shared" : "unshared",
+              model.leaves_block() ? (", leaves of " + std::to_string(model.hosts_per_leaf) + " hosts oversubscribed " +
+                                      std::to_string(model.oversubscription).substr(0, 4) + ":1").c_str()
+                                   : "");
   std::printf("# %12s %12s %6s %6s %6s %-30s %12s %8s %8s %12s %8s\n", "size", "count", "type", "redop", "root", "algorithm",
               "time(us)", "algbw", "busbw", "messages", "wall(s)");
   const double factor = perf::bus_bandwidth_factor(*which, flags.ranks);
@@ -136,6 +188,13 @@ int main(int argc, char** argv) {
                   perf::reduces(*which) ? "sum" : "none", perf::has_root(*which) ? o.root : -1,
                   std::string_view(c.name) == "automatic" ? ("automatic:" + std::string(r.algorithm)).c_str() : c.name,
                   r.seconds * 1e6, algbw, algbw * factor, static_cast<unsigned long long>(r.messages), wall);
+      if (json)
+        std::fprintf(json,
+                     "{\"collective\":\"%s\",\"ranks\":%d,\"ranks_per_host\":%d,\"size\":%zu,\"algorithm\":\"%s\","
+                     "\"planned_by\":\"%s\",\"time_us\":%.3f,\"algbw\":%.4f,\"busbw\":%.4f,\"messages\":%llu,"
+                     "\"events\":%llu,\"wall_s\":%.3f}\n",
+                     argv[1], flags.ranks, model.ranks_per_host, bytes, c.name, r.algorithm, r.seconds * 1e6, algbw,
+                     algbw * factor, static_cast<unsigned long long>(r.messages), static_cast<unsigned long long>(r.events), wall);
       if (std::string_view(c.name) == "automatic") {
         automatic = r.seconds;
         automatic_choice = r.algorithm;
@@ -148,5 +207,6 @@ int main(int argc, char** argv) {
       std::printf("#   %zu bytes: automatic picks %s (%.2f us); the fastest is %s (%.2f us): %.2fx\n", bytes,
                   automatic_choice.c_str(), automatic * 1e6, fastest_name.c_str(), fastest * 1e6, automatic / fastest);
   }
+  if (json) std::fclose(json);
   return 0;
 }
