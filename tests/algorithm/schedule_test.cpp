@@ -801,6 +801,11 @@ TEST_CASE("double binary tree: depth ceil(log2(P+1)), in-order, each rank a leaf
     std::vector<int> leaf_count(std::size_t(p), 0);
     for (int t = 0; t < 2; ++t) {
       const auto links = coll::double_binary_tree::links(p, t);
+      for (int r = 0; r < p; ++r) {  // one rank's links, as the plans find them, are the same
+        const auto one = coll::double_binary_tree::links_of(r, p, t);
+        CHECK((one.parent == links[std::size_t(r)].parent && one.left == links[std::size_t(r)].left &&
+               one.right == links[std::size_t(r)].right));
+      }
       const int root = coll::double_binary_tree::root_of(p, t);
       CHECK(links[std::size_t(root)].parent == -1);
       int deepest = 0;

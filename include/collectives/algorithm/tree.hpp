@@ -29,6 +29,21 @@ struct double_binary_tree {
 
   // The links of every rank in tree 0 or tree 1.
   COLLECTIVES_DECL static std::vector<tree_links> links(int size, int tree);
+  // One position's, found by walking down from the root: a plan needs only its own rank's,
+  // and building every rank's made planning all ranks of a large group (a simulated
+  // cluster's) take time quadratic in P.
+  static tree_links links_of(int position, int size, int tree) {
+    const int shift = 1 + tree;
+    int lo = 0, hi = size - 1, parent = -1;
+    for (;;) {
+      const int mid = top(lo, hi, shift);
+      if (mid == position)
+        return {parent, lo <= mid - 1 ? top(lo, mid - 1, shift) : -1, mid + 1 <= hi ? top(mid + 1, hi, shift) : -1};
+      parent = mid;
+      if (position < mid) hi = mid - 1;
+      else lo = mid + 1;
+    }
+  }
   static int root_of(int size, int tree) { return top(0, size - 1, 1 + tree); }
 
   // Levels of tree 0: ceil(log2(P + 1)); tree 1 has at most one more.
@@ -65,7 +80,7 @@ struct double_binary_tree {
     std::size_t offset, count, slice, slices;
     std::uint32_t first_slice;  // global slice number of its first slice, for tags
     int root;
-    std::vector<tree_links> links;
+    int tree;  // 0 or 1
   };
 
   static std::vector<half_plan> halves(const plan_request& req) {
@@ -73,9 +88,9 @@ struct double_binary_tree {
     const auto first = plan::even_chunk(req.count, 2, 0), second = plan::even_chunk(req.count, 2, 1);
     const std::size_t first_slices = plan::slice_count(first.count, slice);
     std::vector<half_plan> out;
-    out.push_back({first.offset, first.count, slice, first_slices, 0, root_of(req.size, 0), links(req.size, 0)});
+    out.push_back({first.offset, first.count, slice, first_slices, 0, root_of(req.size, 0), 0});
     out.push_back({second.offset, second.count, slice, plan::slice_count(second.count, slice),
-                   static_cast<std::uint32_t>(first_slices), root_of(req.size, 1), links(req.size, 1)});
+                   static_cast<std::uint32_t>(first_slices), root_of(req.size, 1), 1});
     return out;
   }
 

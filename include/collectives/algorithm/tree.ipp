@@ -15,7 +15,7 @@ std::vector<tree_links> double_binary_tree::links(int size, int tree) {
 schedule double_binary_tree::plan(kind::all_reduce, const plan_request& req) {
   schedule s;
   for (const auto& half : halves(req)) {
-    const auto& me = half.links[std::size_t(req.rank)];
+    const tree_links me = links_of(req.rank, req.size, half.tree);
     const region in{buffer_id::input, half.offset, half.count}, out{buffer_id::output, half.offset, half.count};
     const bool leaf = me.left < 0 && me.right < 0;
     // A leaf sends its input as it is and only ever receives the result.
@@ -41,7 +41,7 @@ schedule double_binary_tree::plan(kind::reduce, const plan_request& req) {
   schedule s;
   const bool is_root = req.rank == req.root;
   for (const auto& half : halves(req)) {
-    const auto& me = half.links[std::size_t(req.rank)];
+    const tree_links me = links_of(req.rank, req.size, half.tree);
     const region in{buffer_id::input, half.offset, half.count};
     const bool leaf = me.left < 0 && me.right < 0, tree_root = me.parent < 0;
     // Where this rank's partial result grows: the output on the root, nowhere on a
@@ -74,7 +74,7 @@ schedule double_binary_tree::plan(kind::broadcast, const plan_request& req) {
   for (const auto& half : halves(req)) {
     // Rank r plays position (r - root + tree root) of the tree.
     auto rank_at = [&](int position) { return position < 0 ? -1 : plan::mod(position - half.root + req.root, p); };
-    const auto& pos = half.links[std::size_t(plan::mod(req.rank - req.root + half.root, p))];
+    const tree_links pos = links_of(plan::mod(req.rank - req.root + half.root, p), p, half.tree);
     const tree_links me{rank_at(pos.parent), rank_at(pos.left), rank_at(pos.right)};
     const region from = req.rank == req.root ? region{buffer_id::input, half.offset, half.count}
                                              : region{buffer_id::output, half.offset, half.count};
