@@ -130,20 +130,8 @@ class world {
     const std::uint32_t slot = make_op(rank, op_kind::send, peer, tag, data.size());
     const std::uint32_t m = make_message(rank, tag, data);
     const link_class via = model_.same_host(rank, peer) ? link_class::on_host : link_class::across_hosts;
-    const sim_link& link = via == link_class::on_host ? model_.on_host : model_.across_hosts;
-    if (model_.shares_bandwidth) {
-      send_as_flow(rank, slot, peer, m, via, data.size());
-    } else {
-      const double bytes_s = static_cast<double>(data.size()) * link.seconds_per_byte;
-      picoseconds& out = at(rank).sending_until[int(via)];
-      picoseconds& in = at(peer).receiving_until[int(via)];
-      const picoseconds leaves = std::max(now_, out);
-      out = leaves + to_picoseconds((link.per_message_s + bytes_s) * model_.slowdown(rank));
-      in = std::max(leaves + to_picoseconds(link.per_message_s + link.latency_s), in) +
-           to_picoseconds(bytes_s * model_.slowdown(peer));
-      schedule(out, event_kind::sent, rank, slot);
-      schedule(in, event_kind::arrived, peer, m, 0);
-    }
+    if (model_.shares_bandwidth) send_as_flow(rank, slot, peer, m, via, data.size());
+    else send_through_ports(rank, slot, peer, m, via, data.size());
     ++messages_;
     return slot;
   }
@@ -374,6 +362,24 @@ class world {
     return slot;
   }
 
+  const sim_link& link_of(link_class via) const noexcept {
+    return via == link_class::on_host ? model_.on_host : model_.across_hosts;
+  }
+
+  // Without shared bandwidth: each port one message at a time.
+  void send_through_ports(int rank, std::uint32_t slot, int peer, std::uint32_t m, link_class via, std::size_t bytes) {
+    const sim_link& link = link_of(via);
+    const double bytes_s = static_cast<double>(bytes) * link.seconds_per_byte;
+    picoseconds& out = at(rank).sending_until[int(via)];
+    picoseconds& in = at(peer).receiving_until[int(via)];
+    const picoseconds leaves = std::max(now_, out);
+    out = leaves + to_picoseconds((link.per_message_s + bytes_s) * model_.slowdown(rank));
+    in = std::max(leaves + to_picoseconds(link.per_message_s + link.latency_s), in) +
+         to_picoseconds(bytes_s * model_.slowdown(peer));
+    schedule(out, event_kind::sent, rank, slot);
+    schedule(in, event_kind::arrived, peer, m, 0);
+  }
+
   // ---- Shared bandwidth (flows.hpp) ----------------------------------------------------
 
   // A message whose bytes flow (or wait to): what its end completes.
@@ -436,7 +442,7 @@ class world {
   }
 
   void send_as_flow(int rank, std::uint32_t slot, int peer, std::uint32_t m, link_class via, std::size_t bytes) {
-    const sim_link& link = via == link_class::on_host ? model_.on_host : model_.across_hosts;
+    const sim_link& link = link_of(via);
     picoseconds& posting = at(rank).posting_until;
     posting = std::max(now_, posting) + to_picoseconds(link.per_message_s * model_.slowdown(rank));
     if (bytes == 0) {
@@ -465,8 +471,7 @@ class world {
     unused_records_.push_back(record);
     links_.finish(id);
     handle({now_, 0, event_kind::sent, f.rank, f.slot, f.generation});
-    const sim_link& link = f.via == link_class::on_host ? model_.on_host : model_.across_hosts;
-    schedule(now_ + to_picoseconds(link.latency_s), event_kind::arrived, f.peer, f.message, 0);
+    schedule(now_ + to_picoseconds(link_of(f.via).latency_s), event_kind::arrived, f.peer, f.message, 0);
   }
 
   // The next time anything happens: an event, or a flow's end. Flows that started or
