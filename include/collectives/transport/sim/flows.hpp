@@ -107,21 +107,31 @@ class flow_network {
     std::uint64_t owner = 0;
   };
 
-  // Max-min fair rates for the component of the links in `path`, by progressive
-  // filling: the link whose fair share is smallest fixes its flows at that share, which
-  // leaves the rest of their links' capacity to the others; and again.
+  // Max-min fair rates for the components of the links in `path`, one component at a
+  // time (the flows started at one instant across a ring are thousands of components of
+  // a flow or two: filling them as one would cost their number squared).
   void share_among(picoseconds now, const std::uint32_t* path, std::size_t hops) {
-    component_links_.clear();
-    component_flows_.clear();
     ++mark_;
-    for (std::size_t h = 0; h < hops; ++h) visit_link(path[h]);
-    for (std::size_t i = 0; i < component_links_.size(); ++i)
-      for (std::uint32_t id : links_[component_links_[i]].flows)
-        if (flow_marks_[id] != mark_) {
-          flow_marks_[id] = mark_;
-          component_flows_.push_back(id);
-          for (std::size_t h = 0; h < flows_[id].hops; ++h) visit_link(flows_[id].path[h]);
-        }
+    for (std::size_t h = 0; h < hops; ++h) {
+      component_links_.clear();
+      component_flows_.clear();
+      visit_link(path[h]);
+      if (component_links_.empty()) continue;  // in a component filled already
+      for (std::size_t i = 0; i < component_links_.size(); ++i)
+        for (std::uint32_t id : links_[component_links_[i]].flows)
+          if (flow_marks_[id] != mark_) {
+            flow_marks_[id] = mark_;
+            component_flows_.push_back(id);
+            for (std::size_t k = 0; k < flows_[id].hops; ++k) visit_link(flows_[id].path[k]);
+          }
+      fill(now);
+    }
+  }
+
+  // Progressive filling of the component in component_links_ and component_flows_: the
+  // link whose fair share is smallest fixes its flows at that share, which leaves the
+  // rest of their links' capacity to the others; and again.
+  void fill(picoseconds now) {
     old_rates_.clear();
     for (std::uint32_t id : component_flows_) {  // bytes moved at the old rates
       flow& f = flows_[id];
