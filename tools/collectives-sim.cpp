@@ -159,7 +159,8 @@ int main(int argc, char** argv) {
 
   std::vector<candidate> runs;
   for (const candidate& c : candidates(*which))
-    if (o.algorithm == "auto" ? true : o.algorithm == c.name || (o.algorithm == "hierarchical" && std::string_view(c.name).starts_with("hierarchical")))
+    if (o.algorithm == "auto" || o.algorithm == c.name ||
+        (o.algorithm == "hierarchical" && std::string_view(c.name).starts_with("hierarchical")))
       runs.push_back(c);
   if (runs.empty()) {
     std::fprintf(stderr, "collectives-sim: --algo %s does not implement %s\n", o.algorithm.c_str(), argv[1]);

@@ -15,7 +15,6 @@
 // and the group's run() steps them. A blocking call that would wait throws.
 #pragma once
 
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -54,7 +53,7 @@ class sim_group {
   inline sim transport(int rank);
 
   // The virtual time, which the calls' deadlines are counted in.
-  deadline now() const noexcept { return deadline{} + std::chrono::nanoseconds(world_->now() / 1000); }
+  deadline now() const noexcept { return world_->now_as_deadline(); }
   double seconds() const noexcept { return static_cast<double>(world_->now()) * 1e-12; }
 
   // Steps the ranks until `step(r)` has returned true for every rank r: it advances rank
@@ -109,7 +108,7 @@ class sim {
 
   int rank() const { return rank_; }
   int size() const { return world_->size(); }
-  deadline now() const { return deadline{} + std::chrono::nanoseconds(world_->now() / 1000); }
+  deadline now() const { return world_->now_as_deadline(); }
 
   request post_send(int peer, message_tag tag, std::span<const std::byte> data) {
     return {world_->post_send(rank_, peer, tag, data)};

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -122,6 +123,8 @@ class world {
   const cluster_model& model() const noexcept { return model_; }
   bool carries_data() const noexcept { return carries_data_; }
   picoseconds now() const noexcept { return now_; }
+  // The virtual time as the calls' deadlines count it.
+  deadline now_as_deadline() const noexcept { return deadline{} + std::chrono::nanoseconds(now_ / 1000); }
   std::uint64_t messages() const noexcept { return messages_; }
   std::uint64_t events() const noexcept { return events_handled_; }
 
