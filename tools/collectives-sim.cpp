@@ -2,11 +2,17 @@
 // of many ranks in this one process (sizes only), with the perf programs' flags:
 //   collectives-sim all_reduce --ranks 1024 --ranks-per-host 8 -b 1M -e 64M -f 4
 // It prints the nccl-tests columns for each algorithm and size, and what `automatic`
-// picks beside the fastest. docs/simulation.md describes the model.
+// picks beside the fastest; with --plot, a crossover plot drawn by collectives-sim-plot.py.
+// docs/simulation.md describes the model.
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <string_view>
@@ -30,6 +36,7 @@ struct sim_flags {
   int hosts_per_leaf = -1;      // -1: the model's
   bool nic_per_host = false, no_sharing = false;
   std::string costs;  // a cost file (COLLECTIVES_TUNE_FILE) as the model
+  std::string plot;   // a PNG to draw the rows into
 };
 
 using run_function = coll::simulation_result (*)(coll::sim_group&, const coll::simulation_request&);
@@ -83,8 +90,62 @@ void usage(std::FILE* to) {
              "  --algo NAME            one algorithm (ring, double_binary_tree, direct, halving_doubling,\n"
              "                         hierarchical, automatic); default: all that implement the collective\n"
              "  -b, -e, -f, -i, -r     sizes and root as the perf programs take them (-d float only)\n"
-             "  --json FILE            also write each row as a line of JSON\n",
+             "  --json FILE            also write each row as a line of JSON\n"
+             "  --plot FILE            also draw a crossover plot (PNG): each algorithm's time relative to\n"
+             "                         the fastest at each size, what automatic picked, and busbw; drawn\n"
+             "                         by collectives-sim-plot.py (/usr/bin/python3, python3-matplotlib)\n",
              to);
+}
+
+// A string as JSON writes it, quoted (a cost file's name is part of the model's).
+std::string json_string(std::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) >= 0x20) out += c;
+  }
+  return out + "\"";
+}
+
+// collectives-sim-plot.py: beside the installed program, else in the source tree that
+// this one was built from (run from the build folder).
+std::filesystem::path plot_script() {
+  std::error_code ignored;
+  const auto beside = std::filesystem::read_symlink("/proc/self/exe", ignored).parent_path() / "collectives-sim-plot.py";
+  if (std::filesystem::exists(beside, ignored)) return beside;
+  return std::filesystem::path(COLLECTIVES_SOURCE_TOOLS_DIR) / "collectives-sim-plot.py";
+}
+
+// Runs the plot script on the JSON rows; says why when it cannot.
+bool draw_plot(const std::string& rows, const std::string& png) {
+  const char* python = "/usr/bin/python3";  // Debian's, which sees python3-matplotlib
+  const std::string script = plot_script().string();
+  if (::access(python, X_OK) != 0) {
+    std::fprintf(stderr, "collectives-sim: --plot needs %s with python3-matplotlib (scripts/install-deps.sh installs them)\n",
+                 python);
+    return false;
+  }
+  if (::access(script.c_str(), R_OK) != 0) {
+    std::fprintf(stderr, "collectives-sim: --plot: cannot read %s\n", script.c_str());
+    return false;
+  }
+  std::vector<std::string> words{python, script, rows, png};
+  std::vector<char*> args;
+  for (std::string& w : words) args.push_back(w.data());
+  args.push_back(nullptr);
+  std::fflush(stdout);  // the script's messages after ours
+  pid_t pid = 0;
+  int status = 0;
+  if (::posix_spawn(&pid, python, nullptr, nullptr, args.data(), environ) != 0 || ::waitpid(pid, &status, 0) != pid) {
+    std::fprintf(stderr, "collectives-sim: --plot: cannot run %s\n", python);
+    return false;
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    std::fprintf(stderr, "collectives-sim: --plot: %s %s failed (status %d); no plot written\n", python, script.c_str(),
+                 WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+    return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -113,6 +174,7 @@ int main(int argc, char** argv) {
     else if (a == "--nic-per-host") flags.nic_per_host = true;
     else if (a == "--no-sharing") flags.no_sharing = true;
     else if (a == "--costs") flags.costs = value();
+    else if (a == "--plot") flags.plot = value();
     else rest.push_back(argv[i]);
   }
   if (flags.ranks < 1 || flags.ranks_per_host < 0 || flags.hosts_per_leaf < -1 || (flags.model != "nvlink" && flags.model != "uniform")) {
@@ -151,12 +213,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "collectives-sim: %s\n", e.what());
     return 2;
   }
-  std::FILE* json = o.json_path.empty() ? nullptr : std::fopen(o.json_path.c_str(), "w");
-  if (!o.json_path.empty() && !json) {
-    std::fprintf(stderr, "collectives-sim: cannot write %s\n", o.json_path.c_str());
-    return 2;
-  }
-
   std::vector<candidate> runs;
   for (const candidate& c : candidates(*which))
     if (o.algorithm == "auto" || o.algorithm == c.name ||
@@ -166,11 +222,39 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "collectives-sim: --algo %s does not implement %s\n", o.algorithm.c_str(), argv[1]);
     return 2;
   }
-  std::printf("# collectives-sim %s: %d ranks, %d per host, model %s, %s bandwidth%s\n", argv[1], flags.ranks,
-              model.ranks_per_host, flags.model.c_str(), model.shares_bandwidth ? "shared" : "unshared",
-              model.leaves_block() ? (", leaves of " + std::to_string(model.hosts_per_leaf) + " hosts oversubscribed " +
-                                      std::to_string(model.oversubscription).substr(0, 4) + ":1").c_str()
-                                   : "");
+  // A plot that could not be written says so now, not after the runs.
+  if (!flags.plot.empty()) {
+    const auto folder = std::filesystem::absolute(flags.plot).parent_path();
+    if (::access(folder.c_str(), W_OK) != 0) {
+      std::fprintf(stderr, "collectives-sim: cannot write %s (--plot)\n", flags.plot.c_str());
+      return 2;
+    }
+  }
+  // The plot is drawn from the JSON rows: in a file of our own where --json names none.
+  std::string json_path = o.json_path;
+  if (!flags.plot.empty() && json_path.empty()) {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string name = std::string(tmp && *tmp ? tmp : "/tmp") + "/collectives-sim-XXXXXX";
+    const int fd = ::mkstemp(name.data());
+    if (fd >= 0) {
+      ::close(fd);
+      json_path = name;
+    }
+  }
+  std::FILE* json = json_path.empty() ? nullptr : std::fopen(json_path.c_str(), "w");
+  if ((!flags.plot.empty() || !o.json_path.empty()) && !json) {
+    std::fprintf(stderr, "collectives-sim: cannot write %s\n", json_path.empty() ? "a temporary file" : json_path.c_str());
+    return 2;
+  }
+
+  // The model in words, for the heading and each JSON row (the plot's title).
+  const std::string model_words =
+      flags.model + (model.shares_bandwidth ? ", shared" : ", unshared") + " bandwidth" +
+      (model.leaves_block() ? ", leaves of " + std::to_string(model.hosts_per_leaf) + " hosts oversubscribed " +
+                                  std::to_string(model.oversubscription).substr(0, 4) + ":1"
+                            : "");
+  std::printf("# collectives-sim %s: %d ranks, %d per host, model %s\n", argv[1], flags.ranks, model.ranks_per_host,
+              model_words.c_str());
   std::printf("# %12s %12s %6s %6s %6s %-30s %12s %8s %8s %12s %8s\n", "size", "count", "type", "redop", "root", "algorithm",
               "time(us)", "algbw", "busbw", "messages", "wall(s)");
   const double factor = perf::bus_bandwidth_factor(*which, flags.ranks);
@@ -193,9 +277,10 @@ int main(int argc, char** argv) {
         std::fprintf(json,
                      "{\"collective\":\"%s\",\"ranks\":%d,\"ranks_per_host\":%d,\"size\":%zu,\"algorithm\":\"%s\","
                      "\"planned_by\":\"%s\",\"time_us\":%.3f,\"algbw\":%.4f,\"busbw\":%.4f,\"messages\":%llu,"
-                     "\"events\":%llu,\"wall_s\":%.3f}\n",
+                     "\"events\":%llu,\"wall_s\":%.3f,\"model\":%s}\n",
                      argv[1], flags.ranks, model.ranks_per_host, bytes, c.name, r.algorithm, r.seconds * 1e6, algbw,
-                     algbw * factor, static_cast<unsigned long long>(r.messages), static_cast<unsigned long long>(r.events), wall);
+                     algbw * factor, static_cast<unsigned long long>(r.messages), static_cast<unsigned long long>(r.events), wall,
+                     json_string(model_words).c_str());
       if (std::string_view(c.name) == "automatic") {
         automatic = r.seconds;
         automatic_choice = r.algorithm;
@@ -209,5 +294,9 @@ int main(int argc, char** argv) {
                   automatic_choice.c_str(), automatic * 1e6, fastest_name.c_str(), fastest * 1e6, automatic / fastest);
   }
   if (json) std::fclose(json);
-  return 0;
+  if (flags.plot.empty()) return 0;
+  const bool drawn = draw_plot(json_path, flags.plot);
+  if (o.json_path.empty()) std::remove(json_path.c_str());
+  if (drawn) std::printf("# plot: %s\n", flags.plot.c_str());
+  return drawn ? 0 : 1;
 }
