@@ -12,9 +12,11 @@ packages=(g++ clang cmake make ninja-build doctest-dev libboost-dev libssl-dev i
 #   openmpi-bin's mpicxx and no headers, CMake's FindMPI stops the configure;
 # - PyTorch, for the tests under torchrun and against its TCPStore: about 130 MB to
 #   download and 40 s to install without its recommends (media and GPU libraries);
-#   with libtorch-dev and pybind11-dev, the torch.distributed backend (python/) builds.
+#   with libtorch-dev and pybind11-dev, the torch.distributed backend (python/) builds;
+# - matplotlib for Debian's /usr/bin/python3, which collectives-sim --plot runs (its
+#   test, collectives_sim_plot) and bench/compare draws with.
 packages_without_recommends=(mpich openmpi-bin libopenmpi-dev munge slurmctld slurmd slurm-client python3-torch
-                             libtorch-dev pybind11-dev)
+                             libtorch-dev pybind11-dev python3-matplotlib)
 # --build-only: what building needs, not the launchers and PyTorch that only tests use
 # (the torch backend is built where its packages are found).
 [ "${1:-}" = "--build-only" ] && packages_without_recommends=()

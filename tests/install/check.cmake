@@ -58,6 +58,7 @@ endif()
 file(GLOB_RECURSE config_files RELATIVE ${prefix} ${prefix}/lib*/cmake/collectives/*.cmake)
 message(STATUS "CMake package files: ${config_files}")
 set(wanted_files share/doc/collectives/LICENSE share/man/man1/collectives-run.1 bin/collectives-run
+    bin/collectives-sim bin/collectives-sim-plot.py
     share/pkgconfig/collectives.pc include/collectives/collectives.hpp)
 if(HAS_TCP)
   list(APPEND wanted_files share/pkgconfig/collectives-tcp.pc)
