@@ -792,6 +792,35 @@ TEST_CASE("halving_doubling: 2 log2 P steps at powers of two, two more to fold, 
   }
 }
 
+TEST_CASE("halving_doubling's cost: steps between ranks of one host at the on-host figures, where the call knows the hosts") {
+  const coll::link_costs across{.latency_s = 6e-6, .per_message_s = 1e-6, .seconds_per_byte = 1.0 / 50e9},
+      near{.latency_s = 3e-6, .per_message_s = 2e-7, .seconds_per_byte = 1.0 / 360e9};
+  const auto step = [](const coll::link_costs& c, double bytes) { return c.latency_s + c.per_message_s + bytes * c.seconds_per_byte; };
+  const double n = 4 << 20;
+  // 16 ranks, hosts of 4: the halving's steps at distances 8 and 4 cross hosts, 2 and 1
+  // do not; each doubling step mirrors one.
+  std::vector<int> hosts16(16);
+  for (int r = 0; r < 16; ++r) hosts16[std::size_t(r)] = r / 4;
+  coll::plan_request req{.size = 16, .count = std::size_t(n), .element_size = 1, .costs = across, .on_host_costs = near};
+  const double flat = 2 * (step(across, n / 2) + step(across, n / 4) + step(across, n / 8) + step(across, n / 16));
+  CHECK(coll::halving_doubling::cost(coll::kind::all_reduce{}, req) == doctest::Approx(flat).epsilon(1e-12));
+  req.hosts = hosts16;
+  const double by_hosts = 2 * (step(across, n / 2) + step(across, n / 4) + step(near, n / 8) + step(near, n / 16));
+  CHECK(coll::halving_doubling::cost(coll::kind::all_reduce{}, req) == doctest::Approx(by_hosts).epsilon(1e-12));
+  // 12 ranks, hosts of 4: ranks 0-7 fold in pairs on their hosts; the 8 in the steps
+  // are old ranks 1, 3, 5, 7, 8, 9, 10, 11, so only the last step stays on a host.
+  std::vector<int> hosts12(12);
+  for (int r = 0; r < 12; ++r) hosts12[std::size_t(r)] = r / 4;
+  req.size = 12;
+  req.hosts = hosts12;
+  const double folded = 2 * step(near, n) + 2 * (step(across, n / 2) + step(across, n / 4) + step(near, n / 8));
+  CHECK(coll::halving_doubling::cost(coll::kind::all_reduce{}, req) == doctest::Approx(folded).epsilon(1e-12));
+  // reduce_scatter of 1 MiB parts at 16 ranks: one phase, the same links.
+  req = {.size = 16, .count = std::size_t(n) / 16, .element_size = 1, .costs = across, .on_host_costs = near, .hosts = hosts16};
+  const double phase = step(across, n / 2) + step(across, n / 4) + step(near, n / 8) + step(near, n / 16);
+  CHECK(coll::cost_of<coll::halving_doubling>(coll::kind::reduce_scatter{}, req) == doctest::Approx(phase).epsilon(1e-12));
+}
+
 TEST_CASE("double binary tree: depth ceil(log2(P+1)), in-order, each rank a leaf in exactly one tree") {
   for (int p = 1; p <= 64; ++p) {
     INFO("P=", p);

@@ -66,27 +66,58 @@ struct halving_doubling {
     return 2 * f.steps() + (f.folded ? 2 : 0);
   }
 
-  // Estimated seconds (alpha-beta, as the other algorithms): the steps' latencies plus
-  // the bytes the busiest rank moves, the fold's two whole buffers included.
+  // Estimated seconds (alpha-beta, as the other algorithms): each step's latency and
+  // block over the link it crosses, the fold's two whole buffers included. Where the
+  // call knows the hosts, a step whose partners all share a host runs at the on-host
+  // figures: the halving's last steps and the doubling's first, between near ranks.
   static double cost(kind::all_reduce, const plan_request& r) {
     const folding f(r.size);
-    const double bytes = plan::bytes_of(r), share = bytes * (f.ranks_in_steps - 1) / f.ranks_in_steps;
-    return all_reduce_steps(r.size) * message_s(r) + (2 * share + (f.folded ? 2 * bytes : 0)) * r.costs.seconds_per_byte;
+    const double bytes = plan::bytes_of(r);
+    double seconds = f.folded ? 2 * step_s(fold_link(r, f), bytes) : 0;
+    double block = bytes;
+    for (int distance = f.ranks_in_steps / 2; distance >= 1; distance /= 2) {
+      block /= 2;
+      seconds += 2 * step_s(step_link(r, f, distance), block);  // the halving step and the doubling's twin
+    }
+    return seconds;
   }
   static double cost(kind::reduce_scatterv, const plan_request& r) { return one_phase_cost(r); }
   static double cost(kind::all_gatherv, const plan_request& r) { return one_phase_cost(r); }
 
  private:
-  static double message_s(const plan_request& r) { return r.costs.latency_s + r.costs.per_message_s; }
+  static double step_s(const link_costs& c, double bytes) {
+    return c.latency_s + c.per_message_s + bytes * c.seconds_per_byte;
+  }
+
+  // The link of the step between new ranks `distance` apart: the on-host one where the
+  // call knows the hosts and every rank's partner shares its host, else the call's.
+  static const link_costs& step_link(const plan_request& r, const folding& f, int distance) {
+    if (r.hosts.size() != std::size_t(r.size)) return r.costs;
+    for (int n = 0; n < f.ranks_in_steps; ++n)
+      if (r.hosts[std::size_t(f.old_rank(n))] != r.hosts[std::size_t(f.old_rank(n ^ distance))]) return r.costs;
+    return r.on_host_costs;
+  }
+  // The fold's link: the on-host one where every folding pair shares a host.
+  static const link_costs& fold_link(const plan_request& r, const folding& f) {
+    if (r.hosts.size() != std::size_t(r.size)) return r.costs;
+    for (int e = 0; e < f.folded; ++e)
+      if (r.hosts[std::size_t(2 * e)] != r.hosts[std::size_t(2 * e + 1)]) return r.costs;
+    return r.on_host_costs;
+  }
 
   // One phase (halving or doubling) of the P parts: log2(P') steps, whose blocks add up
   // to (P'-1)/P' of the buffer, plus the fold's whole buffer and the part handed back.
   static double one_phase_cost(const plan_request& r) {
     const folding f(r.size);
     const double part = plan::largest_part_bytes(r), total = part * r.size;
-    const double steps = f.steps() + (f.folded ? 2 : 0);
-    const double bytes = total * (f.ranks_in_steps - 1) / f.ranks_in_steps + (f.folded ? total + part : 0);
-    return steps * message_s(r) + bytes * r.costs.seconds_per_byte;
+    const link_costs& fold = fold_link(r, f);
+    double seconds = f.folded ? step_s(fold, total) + step_s(fold, part) : 0;
+    double block = total;
+    for (int distance = f.ranks_in_steps / 2; distance >= 1; distance /= 2) {
+      block /= 2;
+      seconds += step_s(step_link(r, f, distance), block);
+    }
+    return seconds;
   }
 
   // Blocks [first, last) of a buffer cut at `bounds`.
