@@ -103,6 +103,13 @@ struct direct {
 
   using counts_t = std::span<const std::size_t>;
 
+  // The k-th peer (k = 1..P-1) a rank sends to where every rank sends to every other:
+  // from the next rank on, so that in each turn every rank sends to a different one
+  // and every port receives one message. Were each rank to go from rank 0 up, all
+  // would send to the same rank first, and the last rank would get its P-1 messages
+  // only at the end, one after another through its one port.
+  static int peer_after(int rank, int k, int size) { return (rank + k) % size; }
+
   // Receives every other rank's part into its own scratch slot; [q] is the receive
   // from rank q (no_dependency for this rank). `size_of(q)` is the part's element count.
   template <class SizeOf>
@@ -136,8 +143,10 @@ struct direct {
     const auto displ = plan::displacements(counts);
     const int r = req.rank;
     schedule s;
-    for (int q = 0; q < req.size; ++q)
-      if (q != r) s.send(q, 0, {buffer_id::input, displ[std::size_t(q)], counts[std::size_t(q)]});
+    for (int k = 1; k < req.size; ++k) {
+      const int q = peer_after(r, k, req.size);
+      s.send(q, 0, {buffer_id::input, displ[std::size_t(q)], counts[std::size_t(q)]});
+    }
     const region out{buffer_id::output, 0, counts[std::size_t(r)]};
     const op_id init = s.copy(out, {buffer_id::input, displ[std::size_t(r)], counts[std::size_t(r)]});
     const auto parts = receive_parts(s, req, [&](int) { return counts[std::size_t(r)]; }, 0);
@@ -151,8 +160,8 @@ struct direct {
     schedule s;
     const region in{buffer_id::input, 0, counts[std::size_t(r)]};
     s.copy({buffer_id::output, displ[std::size_t(r)], counts[std::size_t(r)]}, in);
-    for (int q = 0; q < req.size; ++q) {
-      if (q == r) continue;
+    for (int k = 1; k < req.size; ++k) {
+      const int q = peer_after(r, k, req.size);
       s.send(q, 0, in);
       s.recv(q, 0, {buffer_id::output, displ[std::size_t(q)], counts[std::size_t(q)]});
     }

@@ -69,8 +69,8 @@ schedule direct::all_reduce_in_one_round(const plan_request& req) {
   std::vector<op_id> arrived(std::size_t(p), no_dependency);  // [q]: the receive of part(q)
   std::vector<op_id> output_gate;                     // every send, then the last combine
   output_gate.reserve(others + 1);
-  for (int q = 0; q < p; ++q) {
-    if (q == r) continue;
+  for (int k = 1; k < p; ++k) {
+    const int q = peer_after(r, k, p);
     arrived[std::size_t(q)] = s.recv(q, 0, part(q));
     output_gate.push_back(s.send(q, 0, input));
   }
@@ -102,16 +102,18 @@ schedule direct::all_reduce_in_two_rounds(const plan_request& req) {
   schedule s;
   // Reduce-scatter: rank c gathers and combines chunk c.
   std::vector<op_id> scattered(std::size_t(req.size), no_dependency);
-  for (int q = 0; q < req.size; ++q)
-    if (q != r) scattered[std::size_t(q)] = s.send(q, 0, chunk(buffer_id::input, q));
+  for (int k = 1; k < req.size; ++k) {
+    const int q = peer_after(r, k, req.size);
+    scattered[std::size_t(q)] = s.send(q, 0, chunk(buffer_id::input, q));
+  }
   const op_id init = s.copy(chunk(buffer_id::output, r), chunk(buffer_id::input, r));
   const auto parts = receive_parts(s, req, [&](int) { return counts[std::size_t(r)]; }, 0);
   const op_id own = finish(s, req, chunk(buffer_id::output, r),
                            combine_in_rank_order(s, r, chunk(buffer_id::output, r), parts, init));
   // All-gather: every owner sends its finished chunk to everyone. A receive may
   // overwrite its chunk only after the input there was sent (in-place calls).
-  for (int q = 0; q < req.size; ++q) {
-    if (q == r) continue;
+  for (int k = 1; k < req.size; ++k) {
+    const int q = peer_after(r, k, req.size);
     s.send(q, 1, chunk(buffer_id::output, r), {own});
     s.recv(q, 1, chunk(buffer_id::output, q), {scattered[std::size_t(q)]});
   }
