@@ -97,6 +97,7 @@ enum class event_kind : std::uint8_t {
   arrived,  // a message's last byte is in: it matches a receive, or waits as early
   reduced,  // a fused receive's reduction has run
   flow_starts,  // shared bandwidth: a message's bytes begin to flow (id: its flow record)
+  departs,      // a message that waited for its sender's port leaves it (rank: the receiver)
 };
 
 struct event {
@@ -372,14 +373,27 @@ class world {
   // Without shared bandwidth: each port one message at a time.
   void send_through_ports(int rank, std::uint32_t slot, int peer, std::uint32_t m, link_class via, std::size_t bytes) {
     const sim_link& link = link_of(via);
-    const double bytes_s = static_cast<double>(bytes) * link.seconds_per_byte;
     picoseconds& out = at(rank).sending_until[int(via)];
-    picoseconds& in = at(peer).receiving_until[int(via)];
     const picoseconds leaves = std::max(now_, out);
-    out = leaves + to_picoseconds((link.per_message_s + bytes_s) * model_.slowdown(rank));
-    in = std::max(leaves + to_picoseconds(link.per_message_s + link.latency_s), in) +
-         to_picoseconds(bytes_s * model_.slowdown(peer));
+    out = leaves + to_picoseconds((link.per_message_s + static_cast<double>(bytes) * link.seconds_per_byte) *
+                                  model_.slowdown(rank));
     schedule(out, event_kind::sent, rank, slot);
+    // The receiver's port takes messages in the order they reach it: one that waits for
+    // its sender's port claims the receiver's only once it leaves, not ahead of messages
+    // that other ranks send meanwhile.
+    if (leaves > now_) schedule(leaves, event_kind::departs, peer, m, 0);
+    else depart(peer, m);
+  }
+
+  // Message m leaves its sender's port now for `peer`, whose port takes its bytes once
+  // the first has come and the messages ahead of it are in.
+  void depart(int peer, std::uint32_t m) {
+    const message& msg = messages_in_flight_[m];
+    const link_class via = model_.same_host(msg.source, peer) ? link_class::on_host : link_class::across_hosts;
+    const sim_link& link = link_of(via);
+    picoseconds& in = at(peer).receiving_until[int(via)];
+    in = std::max(now_ + to_picoseconds(link.per_message_s + link.latency_s), in) +
+         to_picoseconds(static_cast<double>(msg.bytes) * link.seconds_per_byte * model_.slowdown(peer));
     schedule(in, event_kind::arrived, peer, m, 0);
   }
 
@@ -491,6 +505,7 @@ class world {
   void handle(const event& e) {
     if (e.kind == event_kind::arrived) return arrive(e.rank, e.id);
     if (e.kind == event_kind::flow_starts) return start_flow(e.id);
+    if (e.kind == event_kind::departs) return depart(e.rank, e.id);
     op& o = at(e.rank).ops[e.id];
     if (o.generation != e.generation || o.state != op_state::posted) return;  // cancelled since
     finished(e.rank, o, op_state::done);
