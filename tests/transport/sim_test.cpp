@@ -1,8 +1,8 @@
 // The simulated transport (transport/sim.hpp, simulation.hpp): with data, every
 // collective under every algorithm gives the serial reference's result at 1 to 64
-// ranks; sizes only, the virtual times of ring and halving-doubling agree with the
-// textbook closed forms on uniform links; the model's ports and straggler behave as
-// documented; bad use is a clear error.
+// ranks; sizes only, the virtual times of ring, halving-doubling, direct and the double
+// binary tree agree with textbook closed forms on uniform links; the model's ports and
+// straggler behave as documented; bad use is a clear error.
 #include <chrono>
 #include <cmath>
 #include <cstddef>
@@ -231,11 +231,14 @@ TEST_CASE("sim, data: all_to_all, gather and scatter") {
   check_exchanges<coll::automatic>();
 }
 
-// ---- Sizes only: the textbook closed forms (Thakur, Rabenseifner and Gropp 2005) --------
+// ---- Sizes only: the textbook closed forms ---------------------------------------------
 //
 // alpha: a message's latency; beta: seconds per byte; gamma: reduce seconds per byte;
 // N: the bytes of the whole vector (all_reduce's buffer, reduce_scatter's input,
-// all_gather's output); P ranks, one port each that sends and receives at once.
+// all_gather's output, broadcast's and reduce's buffer); P ranks, one port each that
+// sends and receives at once.
+//
+// Ring, and recursive halving and doubling (Thakur, Rabenseifner and Gropp 2005):
 //   ring all_reduce:      2(P-1) alpha + 2 (P-1)/P N beta + (P-1)/P N gamma
 //   ring reduce_scatter:   (P-1) alpha +   (P-1)/P N beta + (P-1)/P N gamma
 //   ring all_gather:       (P-1) alpha +   (P-1)/P N beta
@@ -243,6 +246,62 @@ TEST_CASE("sim, data: all_to_all, gather and scatter") {
 //   each (P-1) alpha.
 // N is a multiple of P, so that every part is the same size, and the plans are not
 // sliced into a pipeline (the forms have none).
+//
+// Halving and doubling at any P (the same paper, after MPICH): the E = P - P' ranks
+// above P' = 2^floor(lg P) first hand their whole vector to a partner, which reduces
+// it, and get their result back at the end; between, P' ranks run the forms above.
+//   all_reduce:     2 lg P' alpha + 2 (P'-1)/P' N beta + (P'-1)/P' N gamma
+//                   + [E > 0] (2 alpha + 2 N beta + N gamma)
+//   reduce_scatter:   lg P' alpha + (P'-1)/P' N (beta + gamma)
+//                   + [E > 0] (2 alpha + N (beta + gamma) + N/P beta)
+//   all_gather:       lg P' alpha + (P'-1)/P' N beta + [E > 0] (2 alpha + N/P beta + N beta)
+// The forms go in lock step; the simulated ranks do not. A rank outside the fold starts
+// at once and runs ahead, and a port takes one message at a time in the order they
+// come, so a later step's message can hold up an earlier one's: all_reduce comes up to
+// 14% above its form (P = 100, 16,384 floats a rank; 1.1% at P = 6, 256 floats). In
+// reduce_scatter and all_gather, where E <= P'/2, the partner outside the fold sends at
+// once and the folded rank's result goes back alongside the last step: one alpha less
+// (25% below at P = 5, a float a rank); and their blocks are the ranks' parts, two for
+// a folded pair, so the halving moves more than (P'-1)/P' N (5% above at P = 7, 16,384
+// floats a rank). Checked where the forms hold: all_reduce where all ranks but one in
+// the steps fold (P = 2^k - 1), which keeps them in step, and with a float a rank, where
+// only the latencies count; reduce_scatter and all_gather at P = 127 and 1,023, and with
+// a float a rank where E > P'/2.
+//
+// Direct: every rank sends to each of the P-1 others, all messages posted at once; its
+// port sends them one after the other, and a message's latency overlaps the bytes of
+// those behind it (LogGP, Alexandrov et al. 1995, with L = alpha, G = beta, o = g = 0:
+// P-1 messages of m bytes out of one port take alpha + (P-1) m beta).
+//   all_gather:               alpha +   (P-1)/P N beta
+//   reduce_scatter:           alpha +   (P-1)/P N beta + (P-1)/P N gamma
+//   all_reduce, two rounds: 2 alpha + 2 (P-1)/P N beta + (P-1)/P N gamma
+//     (a reduce_scatter, then an all_gather of the reduced parts)
+//   all_reduce, one round:    alpha +   (P-1)   N beta + (P-1)   N gamma
+//     (every rank sends its whole vector to every other and reduces all P itself)
+// direct runs all_reduce in one round up to direct_policy's limit and in two above it.
+// It combines what it received as local steps, in rank order, and the model charges
+// only reductions made as a message comes in (docs/simulation.md, Limits): its gamma
+// terms are not simulated, so direct is checked on links with gamma = 0.
+//
+// Double binary tree (Sanders, Speck and Traff 2009): each half of the vector goes down,
+// or is reduced up, a binary tree of its own; both are in-order trees over the ranks,
+// the second shifted by one. The paper mirrors instead of shifting where P is odd; the
+// library always shifts, so its deeper tree has h = floor(lg(P + 1)) levels below the
+// root, the height of an in-order tree over P + 1 positions. With one float a tree and
+// no pipeline only the latencies count:
+//   broadcast: h alpha          reduce: (h + 1) alpha          all_reduce: 2 h alpha
+// reduce takes a step more: a tree's root hands its half on to the root asked for.
+// Pipelined in pieces of s bytes, the paper's broadcast reaches N beta: its root sends
+// to the roots of both trees in turn, and each rank forwards pieces in one tree while a
+// leaf of the other. The library's root is at the top of both trees and after the
+// relabelling ranks are inner in both, so every piece leaves a port twice, as in one
+// pipelined binary tree; the last piece then goes down h - 1 more levels, each a
+// latency and two pieces through a port:
+//   broadcast, pipelined: h alpha + 2 N beta + 2 (h - 1) s beta        (P >= 5)
+// (At P <= 4 a tree's root has one child: 1.5 N beta, N beta at P = 2.) Pipelined reduce
+// and all_reduce are not checked: their pieces meet in the ports in an order that no
+// form follows (reduce 1.5 to 2.5 N beta by P and root, all_reduce 2 to 2.6 N beta,
+// where the paper's trees take N beta and 2 N beta).
 
 namespace {
 
@@ -258,11 +317,19 @@ struct closed_forms {
   }
 };
 
+// Floats, not sliced into a pipeline unless `slice_bytes` says so.
+struct run_as {
+  std::size_t slice_bytes = SIZE_MAX;
+  double gamma = gamma_;
+  int root = 0;
+};
+
 template <class Algorithm, class Kind>
-double simulated(Kind kind, int ranks, std::size_t count_per_call) {
-  coll::sim_group cluster(ranks, coll::cluster_model::uniform({.latency_s = alpha, .seconds_per_byte = beta}, gamma_),
+double simulated(Kind kind, int ranks, std::size_t count_per_call, run_as how = {}) {
+  coll::sim_group cluster(ranks, coll::cluster_model::uniform({.latency_s = alpha, .seconds_per_byte = beta}, how.gamma),
                           coll::sim_payload::sizes_only);
-  const auto r = coll::simulate<Algorithm>(cluster, kind, {.count = count_per_call, .element_size = 4, .slice_bytes = SIZE_MAX});
+  const auto r = coll::simulate<Algorithm>(
+      cluster, kind, {.count = count_per_call, .element_size = 4, .root = how.root, .slice_bytes = how.slice_bytes});
   return r.seconds;
 }
 
@@ -292,6 +359,98 @@ TEST_CASE("sim, sizes only: halving and doubling agrees with its closed forms wi
   for (int p : {2, 4, 8, 64, 1024, 8192})
     for (std::size_t per_rank : {std::size_t(1), std::size_t(256), std::size_t(16384)})
       check_forms<coll::halving_doubling>(p, per_rank * std::size_t(p), std::log2(p));
+}
+
+namespace {
+
+// Halving and doubling at P ranks, any P, for a vector of N floats: the forms with the
+// fold (above), each within 1%; `phases` false checks all_reduce alone.
+void check_halving_doubling(int p, std::size_t floats, bool phases) {
+  CAPTURE(p);
+  CAPTURE(floats);
+  int in_steps = 1;  // P'
+  while (in_steps * 2 <= p) in_steps *= 2;
+  const bool folds = in_steps < p;
+  const double n = 4.0 * double(floats), lg = std::log2(in_steps), share = double(in_steps - 1) / in_steps * n;
+  const double all_reduce = 2 * lg * alpha + 2 * share * beta + share * gamma_ +
+                            (folds ? 2 * alpha + 2 * n * beta + n * gamma_ : 0);
+  const double reduce_scatter = lg * alpha + share * (beta + gamma_) +
+                                (folds ? 2 * alpha + n * (beta + gamma_) + n / p * beta : 0);
+  const double all_gather = lg * alpha + share * beta + (folds ? 2 * alpha + n / p * beta + n * beta : 0);
+  using hd = coll::halving_doubling;
+  CHECK(off_by(simulated<hd>(coll::kind::all_reduce{}, p, floats), all_reduce, 0.01) == "");
+  if (!phases) return;
+  CHECK(off_by(simulated<hd>(coll::kind::reduce_scatter{}, p, floats / std::size_t(p)), reduce_scatter, 0.01) == "");
+  CHECK(off_by(simulated<hd>(coll::kind::all_gather{}, p, floats / std::size_t(p)), all_gather, 0.01) == "");
+}
+
+// Direct at P ranks, links with gamma = 0 (above): reduce_scatter and all_gather of N
+// floats, and all_reduce of N floats in the schedule direct picks for them.
+void check_direct(int p, std::size_t floats) {
+  CAPTURE(p);
+  CAPTURE(floats);
+  const run_as no_gamma{.gamma = 0};
+  const double n = 4.0 * double(floats), share = double(p - 1) / p * n;
+  const bool one_round = n <= double(coll::direct::policy.one_round_all_reduce_max_bytes);
+  CAPTURE(one_round);
+  const double all_reduce = one_round ? alpha + (p - 1) * n * beta : 2 * alpha + 2 * share * beta;
+  CHECK(off_by(simulated<coll::direct>(coll::kind::all_reduce{}, p, floats, no_gamma), all_reduce, 0.01) == "");
+  if (floats % std::size_t(p)) return;
+  const std::size_t part = floats / std::size_t(p);
+  CHECK(off_by(simulated<coll::direct>(coll::kind::reduce_scatter{}, p, part, no_gamma), alpha + share * beta, 0.01) == "");
+  CHECK(off_by(simulated<coll::direct>(coll::kind::all_gather{}, p, part, no_gamma), alpha + share * beta, 0.01) == "");
+}
+
+// The height of the double binary tree's deeper tree (above).
+int tree_height(int p) { return int(std::floor(std::log2(p + 1.0))); }
+
+}  // namespace
+
+TEST_CASE("sim, sizes only: halving and doubling agrees with the folding forms within 1% (any P)") {
+  // Where the forms hold (above): reduce_scatter and all_gather of a float a rank where
+  // more than half the ranks in the steps fold, of any size at P = 127 and 1,023.
+  auto most_fold = [](int p) {
+    int in_steps = 1;
+    while (in_steps * 2 <= p) in_steps *= 2;
+    return 2 * (p - in_steps) > in_steps;
+  };
+  for (int p : {3, 7, 15, 127, 1023})  // every rank in the steps but one folds
+    for (std::size_t per_rank : {std::size_t(1), std::size_t(256), std::size_t(16384)})
+      check_halving_doubling(p, per_rank * std::size_t(p), p >= 127 || (per_rank == 1 && most_fold(p)));
+  for (int p : {5, 6, 9, 12, 13, 100, 1000}) check_halving_doubling(p, std::size_t(p), most_fold(p));
+}
+
+TEST_CASE("sim, sizes only: direct agrees with its closed forms within 1%") {
+  for (int p : {2, 3, 5, 8, 13, 64, 100}) {
+    // all_reduce in one round: the smallest vector and the largest that direct runs so.
+    check_direct(p, 1);
+    check_direct(p, coll::direct::policy.one_round_all_reduce_max_bytes / 4);
+    // Whole parts: reduce_scatter and all_gather too, all_reduce in one or two rounds.
+    for (std::size_t per_rank : {std::size_t(1), std::size_t(256), std::size_t(4096), std::size_t(65536)})
+      check_direct(p, per_rank * std::size_t(p));
+  }
+}
+
+TEST_CASE("sim, sizes only: the double binary tree agrees with its closed forms within 1%") {
+  // Two floats, one a tree, no pipeline: the latencies of the trees' heights.
+  for (int p : {2, 3, 4, 5, 7, 8, 13, 64, 100, 1000, 8192}) {
+    CAPTURE(p);
+    const int h = tree_height(p);
+    const run_as at_middle{.root = p / 2};
+    using tree = coll::double_binary_tree;
+    CHECK(off_by(simulated<tree>(coll::kind::broadcast{}, p, 2, at_middle), h * alpha, 0.01) == "");
+    CHECK(off_by(simulated<tree>(coll::kind::reduce{}, p, 2, at_middle), (h + 1) * alpha, 0.01) == "");
+    CHECK(off_by(simulated<tree>(coll::kind::all_reduce{}, p, 2), 2 * h * alpha, 0.01) == "");
+  }
+  // Broadcast pipelined: 16 MiB in pieces of 64 KiB (128 a tree).
+  const std::size_t floats = std::size_t(4) << 20, piece = 64 << 10;
+  for (int p : {5, 6, 8, 13, 64, 100}) {
+    CAPTURE(p);
+    const int h = tree_height(p);
+    const double n = 4.0 * double(floats), want = h * alpha + 2 * n * beta + 2 * (h - 1) * double(piece) * beta;
+    CHECK(off_by(simulated<coll::double_binary_tree>(coll::kind::broadcast{}, p, floats, {.slice_bytes = piece, .root = p / 2}),
+                 want, 0.01) == "");
+  }
 }
 
 TEST_CASE("sim: ports, hosts and a straggler") {
