@@ -184,18 +184,22 @@ class flow_network {
     component_links_.push_back(l);
   }
 
-  // The flows in flight by their ends: a binary heap, with each flow's place in it.
+  // The flows in flight by their ends: a binary heap of (end, flow), with each flow's
+  // place in it. The end is kept beside the flow's number, so that sifting compares
+  // without a look into the flows.
   class by_end {
    public:
     explicit by_end(const std::vector<flow>& flows) : flows_(flows) {}
     bool empty() const noexcept { return heap_.empty(); }
-    std::uint32_t top() const noexcept { return heap_.front(); }
+    std::uint32_t top() const noexcept { return heap_.front().id; }
     // Puts the flow where its end belongs, whether or not it was in already.
     void place(std::uint32_t id) {
       if (id >= place_.size()) place_.resize(id + 1, none);
       if (place_[id] == none) {
         place_[id] = static_cast<std::uint32_t>(heap_.size());
-        heap_.push_back(id);
+        heap_.push_back({flows_[id].ends, id});
+      } else {
+        heap_[place_[id]].ends = flows_[id].ends;
       }
       up(down(place_[id]));
     }
@@ -203,22 +207,26 @@ class flow_network {
       if (id >= place_.size() || place_[id] == none) return;
       const std::uint32_t i = place_[id];
       place_[id] = none;
-      const std::uint32_t last = heap_.back();
+      const entry last = heap_.back();
       heap_.pop_back();
-      if (last == id) return;
+      if (last.id == id) return;
       heap_[i] = last;
-      place_[last] = i;
+      place_[last.id] = i;
       up(down(i));
     }
 
    private:
-    bool before(std::uint32_t a, std::uint32_t b) const noexcept {  // by end, then by number: one order always
-      return flows_[a].ends != flows_[b].ends ? flows_[a].ends < flows_[b].ends : a < b;
+    struct entry {
+      picoseconds ends;
+      std::uint32_t id;
+    };
+    static bool before(const entry& a, const entry& b) noexcept {  // by end, then by number: one order always
+      return a.ends != b.ends ? a.ends < b.ends : a.id < b.id;
     }
     void swap_places(std::uint32_t i, std::uint32_t j) {
       std::swap(heap_[i], heap_[j]);
-      place_[heap_[i]] = i;
-      place_[heap_[j]] = j;
+      place_[heap_[i].id] = i;
+      place_[heap_[j].id] = j;
     }
     std::uint32_t down(std::uint32_t i) {
       for (;;) {
@@ -237,7 +245,8 @@ class flow_network {
       }
     }
     const std::vector<flow>& flows_;
-    std::vector<std::uint32_t> heap_, place_;
+    std::vector<entry> heap_;
+    std::vector<std::uint32_t> place_;
   };
 
   std::vector<link> links_;

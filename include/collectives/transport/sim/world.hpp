@@ -14,7 +14,6 @@
 #include <queue>
 #include <span>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -22,6 +21,7 @@
 #include "../../error.hpp"
 #include "cluster_model.hpp"
 #include "flows.hpp"
+#include "match_table.hpp"
 
 namespace collectives::sim_detail {
 
@@ -29,47 +29,27 @@ namespace collectives::sim_detail {
 using picoseconds = std::int64_t;
 inline picoseconds to_picoseconds(double seconds) { return std::llround(seconds * 1e12); }
 
-inline constexpr std::uint32_t no_slot = UINT32_MAX;
-
 enum class op_kind : std::uint8_t { send, recv, recv_reduce };
 enum class op_state : std::uint8_t { unused, posted, done, failed };
 
-struct op {
+// One cache line: the driver touches thousands of ranks' ops in turn, each once or twice.
+struct alignas(64) op {
   op_kind kind = op_kind::send;
   op_state state = op_state::unused;
   std::uint32_t generation = 0;  // events of an op cancelled since carry an older one
   int peer = -1;
-  message_tag tag{};
-  std::size_t bytes = 0;
-  std::span<std::byte> into{};  // recv
-  chunk_sink sink{};            // recv_reduce
-  errc failure = errc::aborted;
-  std::string why;
-  std::vector<std::uint32_t>* watcher = nullptr;  // told `key` once the op finishes (lists_finished_requests)
-  std::uint32_t key = 0;
   std::uint32_t next = no_slot;  // the next receive posted for the same (peer, tag)
+  std::uint64_t call = 0;        // the tag's fields, without its padding
+  std::uint32_t step = 0;
+  std::uint32_t key = 0;
+  std::size_t bytes = 0;
+  std::vector<std::uint32_t>* watcher = nullptr;  // told `key` once the op finishes (lists_finished_requests)
+  void* destination = nullptr;  // recv: its buffer; recv_reduce: its sink's context
+  chunk_sink::consume_function consume = nullptr;  // recv_reduce: its sink
+  message_tag tag() const noexcept { return {call, step}; }
+  chunk_sink sink() const noexcept { return {destination, consume}; }
 };
-
-// Messages match on (peer, tag), first in first out.
-struct match_key {
-  int peer;
-  message_tag tag;
-  friend bool operator==(const match_key&, const match_key&) = default;
-};
-struct match_key_hash {
-  std::size_t operator()(const match_key& k) const noexcept {  // splitmix64's finalizer over the three
-    std::uint64_t h = k.tag.call * 0x9E3779B97F4A7C15ull + (std::uint64_t(k.tag.step) << 32 | std::uint32_t(k.peer));
-    h = (h ^ (h >> 30)) * 0xBF58476D1CE4E5B9ull;
-    h = (h ^ (h >> 27)) * 0x94D049BB133111EBull;
-    return static_cast<std::size_t>(h ^ (h >> 31));
-  }
-};
-
-// A first-in first-out queue of slots (or messages) for one (peer, tag), linked through
-// their `next`: a key seldom has more than one.
-struct queue_ends {
-  std::uint32_t first = no_slot, last = no_slot;
-};
+static_assert(sizeof(op) == 64);
 
 struct message {
   int source = -1;
@@ -84,8 +64,8 @@ enum class link_class : std::uint8_t { on_host, across_hosts };
 struct rank_state {
   std::vector<op> ops;
   std::vector<std::uint32_t> unused;
-  std::unordered_map<match_key, queue_ends, match_key_hash> receives;  // posted, not matched: slots
-  std::unordered_map<match_key, queue_ends, match_key_hash> early;     // arrived, not matched: messages
+  match_table queues;  // posted receives not matched (slots), or early messages
+  std::vector<std::pair<std::uint32_t, error>> failures;  // by slot: why a failed op failed (seldom any)
   picoseconds sending_until[2]{}, receiving_until[2]{}, reducing_until = 0;  // by link_class
   picoseconds posting_until = 0;  // with shared bandwidth: messages' own costs, one at a time
   bool news = false;    // something finished since the rank last looked
@@ -142,13 +122,15 @@ class world {
 
   std::uint32_t post_recv(int rank, int peer, message_tag tag, std::span<std::byte> into) {
     const std::uint32_t slot = post_receive(rank, op_kind::recv, peer, tag, into.size());
-    at(rank).ops[slot].into = into;
+    at(rank).ops[slot].destination = into.data();
     return match_posted(rank, slot);
   }
 
   std::uint32_t post_recv_reduce(int rank, int peer, message_tag tag, std::size_t bytes, chunk_sink sink) {
     const std::uint32_t slot = post_receive(rank, op_kind::recv_reduce, peer, tag, bytes);
-    at(rank).ops[slot].sink = sink;
+    op& o = at(rank).ops[slot];
+    o.destination = sink.context;
+    o.consume = sink.consume;
     return match_posted(rank, slot);
   }
 
@@ -157,12 +139,15 @@ class world {
     if (aborted_by_ != not_aborted) throw error(errc::aborted, aborted_text(rank));
     op& o = at(rank).ops[slot];
     if (o.state == op_state::posted) return false;
-    const bool done = o.state == op_state::done;
-    const errc code = o.failure;
-    std::string why = done ? std::string() : std::move(o.why);
+    if (o.state == op_state::done) {
+      release(rank, std::exchange(slot, no_slot));
+      return true;
+    }
+    auto& failures = at(rank).failures;
+    const auto f = std::find_if(failures.begin(), failures.end(), [&](const auto& e) { return e.first == slot; });
+    const error failure = f->second;
     release(rank, std::exchange(slot, no_slot));
-    if (!done) throw error(code, why);
-    return true;
+    throw failure;
   }
 
   // A send goes on to its receiver (its bytes were taken when it was posted); a
@@ -172,8 +157,8 @@ class world {
     rank_state& r = at(rank);
     op& o = r.ops[slot];
     if (o.state == op_state::posted && o.kind != op_kind::send) {
-      auto q = r.receives.find({o.peer, o.tag});
-      if (q != r.receives.end()) unlink(r, q, slot);
+      match_queue* q = r.queues.find({o.peer, o.tag()});
+      if (q && !q->early) unlink(r, q, slot);
     }
     release(rank, std::exchange(slot, no_slot));
   }
@@ -291,19 +276,20 @@ class world {
     o.kind = kind;
     o.state = op_state::posted;
     o.peer = peer;
-    o.tag = tag;
+    o.call = tag.call;
+    o.step = tag.step;
     o.bytes = bytes;
     return slot;
   }
 
   void release(int rank, std::uint32_t slot) {
     op& o = at(rank).ops[slot];
+    if (o.state == op_state::failed) std::erase_if(at(rank).failures, [&](const auto& f) { return f.first == slot; });
     o.state = op_state::unused;
     ++o.generation;
-    o.into = {};
-    o.sink = {};
+    o.destination = nullptr;
+    o.consume = nullptr;
     o.watcher = nullptr;
-    o.why.clear();
     at(rank).unused.push_back(slot);
   }
 
@@ -325,22 +311,23 @@ class world {
   }
 
   template <class Next>
-  static void append(queue_ends& q, std::uint32_t i, Next&& next) {
+  static void append(match_queue& q, std::uint32_t i, Next&& next) {
     next(i) = no_slot;
     if (q.last == no_slot) q.first = i;
     else next(q.last) = i;
     q.last = i;
   }
-  template <class Map, class Next>
-  static std::uint32_t take_first(Map& map, typename Map::iterator q, Next&& next) {
-    const std::uint32_t i = q->second.first;
-    q->second.first = next(i);
-    if (q->second.first == no_slot) map.erase(q);
+  // The first of q, which leaves it (and q leaves the table once empty).
+  template <class Next>
+  static std::uint32_t take_first(match_table& table, match_queue* q, Next&& next) {
+    const std::uint32_t i = q->first;
+    q->first = next(i);
+    if (q->first == no_slot) table.erase(q);
     return i;
   }
   // Takes a cancelled receive out of its queue.
-  static void unlink(rank_state& r, decltype(rank_state::receives)::iterator q, std::uint32_t slot) {
-    std::uint32_t* link = &q->second.first;
+  static void unlink(rank_state& r, match_queue* q, std::uint32_t slot) {
+    std::uint32_t* link = &q->first;
     std::uint32_t before = no_slot;
     while (*link != slot && *link != no_slot) {
       before = *link;
@@ -348,20 +335,21 @@ class world {
     }
     if (*link == no_slot) return;
     *link = r.ops[slot].next;
-    if (q->second.last == slot) q->second.last = before;
-    if (q->second.first == no_slot) r.receives.erase(q);
+    if (q->last == slot) q->last = before;
+    if (q->first == no_slot) r.queues.erase(q);
   }
 
   // A receive just posted takes the first early message for it, if one came.
   std::uint32_t match_posted(int rank, std::uint32_t slot) {
     rank_state& r = at(rank);
     const op& o = r.ops[slot];
-    auto q = r.early.find({o.peer, o.tag});
-    if (q == r.early.end()) {
-      append(r.receives[{o.peer, o.tag}], slot, [&](std::uint32_t s) -> std::uint32_t& { return r.ops[s].next; });
+    match_queue& q = r.queues.make({o.peer, o.tag()});
+    if (!q.early || q.first == no_slot) {
+      q.early = false;
+      append(q, slot, [&](std::uint32_t s) -> std::uint32_t& { return r.ops[s].next; });
       return slot;
     }
-    const std::uint32_t m = take_first(r.early, q, [&](std::uint32_t i) -> std::uint32_t& { return messages_in_flight_[i].next; });
+    const std::uint32_t m = take_first(r.queues, &q, [&](std::uint32_t i) -> std::uint32_t& { return messages_in_flight_[i].next; });
     deliver(rank, slot, m);
     return slot;
   }
@@ -514,12 +502,13 @@ class world {
   void arrive(int rank, std::uint32_t m) {
     rank_state& r = at(rank);
     const message& msg = messages_in_flight_[m];
-    auto q = r.receives.find({msg.source, msg.tag});
-    if (q == r.receives.end()) {
-      append(r.early[{msg.source, msg.tag}], m, [&](std::uint32_t i) -> std::uint32_t& { return messages_in_flight_[i].next; });
+    match_queue& q = r.queues.make({msg.source, msg.tag});
+    if (q.early || q.first == no_slot) {
+      q.early = true;
+      append(q, m, [&](std::uint32_t i) -> std::uint32_t& { return messages_in_flight_[i].next; });
       return;
     }
-    const std::uint32_t slot = take_first(r.receives, q, [&](std::uint32_t s) -> std::uint32_t& { return r.ops[s].next; });
+    const std::uint32_t slot = take_first(r.queues, &q, [&](std::uint32_t s) -> std::uint32_t& { return r.ops[s].next; });
     deliver(rank, slot, m);
   }
 
@@ -530,19 +519,20 @@ class world {
     op& o = r.ops[slot];
     message& msg = messages_in_flight_[m];
     if (msg.bytes != o.bytes) {
-      o.failure = errc::buffer_size_mismatch;
-      o.why = "sim: rank " + std::to_string(rank) + " expected " + std::to_string(o.bytes) + " bytes from rank " +
-              std::to_string(msg.source) + ", which sent " + std::to_string(msg.bytes);
+      r.failures.emplace_back(slot, error(errc::buffer_size_mismatch, "sim: rank " + std::to_string(rank) + " expected " +
+                                                                   std::to_string(o.bytes) + " bytes from rank " +
+                                                                   std::to_string(msg.source) + ", which sent " +
+                                                                   std::to_string(msg.bytes)));
       finished(rank, o, op_state::failed);
     } else if (o.kind == op_kind::recv_reduce && model_.reduce_seconds_per_byte > 0 && msg.bytes > 0) {
-      if (carries_data_) o.sink(0, msg.payload);
+      if (carries_data_) o.sink()(0, msg.payload);
       r.reducing_until = std::max(now_, r.reducing_until) +
                          to_picoseconds(static_cast<double>(msg.bytes) * model_.reduce_seconds_per_byte * model_.slowdown(rank));
       schedule(r.reducing_until, event_kind::reduced, rank, slot);
     } else {
       if (carries_data_ && msg.bytes > 0) {
-        if (o.kind == op_kind::recv) std::memcpy(o.into.data(), msg.payload.data(), msg.bytes);
-        else o.sink(0, msg.payload);
+        if (o.kind == op_kind::recv) std::memcpy(o.destination, msg.payload.data(), msg.bytes);
+        else o.sink()(0, msg.payload);
       }
       finished(rank, o, op_state::done);
     }
