@@ -113,7 +113,7 @@ std::filesystem::path plot_script() {
   std::error_code ignored;
   const auto beside = std::filesystem::read_symlink("/proc/self/exe", ignored).parent_path() / "collectives-sim-plot.py";
   if (std::filesystem::exists(beside, ignored)) return beside;
-  return std::filesystem::path(COLLECTIVES_SOURCE_TOOLS_DIR) / "collectives-sim-plot.py";
+  return std::filesystem::path(SIM_PLOT_SCRIPT_SOURCE_DIR) / "collectives-sim-plot.py";
 }
 
 // Runs the plot script on the JSON rows; says why when it cannot.
