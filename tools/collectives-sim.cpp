@@ -36,6 +36,7 @@ struct sim_flags {
   int hosts_per_leaf = -1;      // -1: the model's
   bool nic_per_host = false, no_sharing = false;
   std::string costs;  // a cost file (COLLECTIVES_TUNE_FILE) as the model
+  std::string slow_rank, slow_link;  // RANK:FACTOR
   std::string plot;   // a PNG to draw the rows into
 };
 
@@ -87,6 +88,8 @@ void usage(std::FILE* to) {
              "  --hosts-per-leaf H     hosts under one leaf switch (nvlink: 16)\n"
              "  --nic-per-host         one NIC per host, shared by its ranks (else one per rank)\n"
              "  --no-sharing           each port sends one message at a time instead of sharing\n"
+             "  --slow-rank R:F        a straggler: rank R's ports and core take F times as long\n"
+             "  --slow-link R:F        rank R's link to the other hosts (its NIC, or its host's) F times slower\n"
              "  --algo NAME            one algorithm (ring, double_binary_tree, direct, halving_doubling,\n"
              "                         hierarchical, automatic); default: all that implement the collective\n"
              "  -b, -e, -f, -i, -r     sizes and root as the perf programs take them (-d float only)\n"
@@ -95,6 +98,19 @@ void usage(std::FILE* to) {
              "                         the fastest at each size, what automatic picked, and busbw; drawn\n"
              "                         by collectives-sim-plot.py (/usr/bin/python3, python3-matplotlib)\n",
              to);
+}
+
+// "RANK:FACTOR" (--slow-rank, --slow-link) into its two parts; false if it is not one.
+bool rank_and_factor(const std::string& text, int& rank, double& factor) {
+  const auto colon = text.find(':');
+  if (colon == std::string::npos) return false;
+  const auto r = perf::parse_int(text.substr(0, colon).c_str(), 0);
+  char* end = nullptr;
+  const double f = std::strtod(text.c_str() + colon + 1, &end);
+  if (!r || end == text.c_str() + colon + 1 || *end != '\0' || !(f > 0)) return false;
+  rank = *r;
+  factor = f;
+  return true;
 }
 
 // A string as JSON writes it, quoted (a cost file's name is part of the model's).
@@ -173,6 +189,8 @@ int main(int argc, char** argv) {
     else if (a == "--hosts-per-leaf") flags.hosts_per_leaf = perf::parse_int(value(), 0).value_or(-2);
     else if (a == "--nic-per-host") flags.nic_per_host = true;
     else if (a == "--no-sharing") flags.no_sharing = true;
+    else if (a == "--slow-rank") flags.slow_rank = value();
+    else if (a == "--slow-link") flags.slow_link = value();
     else if (a == "--costs") flags.costs = value();
     else if (a == "--plot") flags.plot = value();
     else rest.push_back(argv[i]);
@@ -207,6 +225,11 @@ int main(int argc, char** argv) {
   if (flags.nic_per_host) model.nic_per_host = true;
   if (flags.oversubscription != 0 || flags.hosts_per_leaf >= 0 || flags.nic_per_host) model.shares_bandwidth = true;
   if (flags.no_sharing) model.shares_bandwidth = false;
+  if ((!flags.slow_rank.empty() && !rank_and_factor(flags.slow_rank, model.slow_rank, model.slow_factor)) ||
+      (!flags.slow_link.empty() && !rank_and_factor(flags.slow_link, model.slow_link_rank, model.slow_link_factor))) {
+    std::fputs("collectives-sim: --slow-rank and --slow-link take RANK:FACTOR, e.g. 5:2\n", stderr);
+    return 2;
+  }
   try {
     model.check();
   } catch (const std::exception& e) {
@@ -248,11 +271,17 @@ int main(int argc, char** argv) {
   }
 
   // The model in words, for the heading and each JSON row (the plot's title).
+  const auto slower = [](const char* what, const std::string& rank_and_factor) {  // ", rank 5 2x slower"
+    if (rank_and_factor.empty()) return std::string();
+    const auto colon = rank_and_factor.find(':');
+    return ", " + std::string(what) + rank_and_factor.substr(0, colon) + " " + rank_and_factor.substr(colon + 1) + "x slower";
+  };
   const std::string model_words =
       flags.model + (model.shares_bandwidth ? ", shared" : ", unshared") + " bandwidth" +
       (model.leaves_block() ? ", leaves of " + std::to_string(model.hosts_per_leaf) + " hosts oversubscribed " +
                                   std::to_string(model.oversubscription).substr(0, 4) + ":1"
-                            : "");
+                            : "") +
+      slower("rank ", flags.slow_rank) + slower("the link of rank ", flags.slow_link);
   std::printf("# collectives-sim %s: %d ranks, %d per host, model %s\n", argv[1], flags.ranks, model.ranks_per_host,
               model_words.c_str());
   std::printf("# %12s %12s %6s %6s %6s %-30s %12s %8s %8s %12s %8s\n", "size", "count", "type", "redop", "root", "algorithm",

@@ -473,6 +473,34 @@ TEST_CASE("sim: ports, hosts and a straggler") {
   slow.slow_rank = 1;
   slow.slow_factor = 3;
   CHECK(off_by(broadcast_time(slow, 2), 1e-6 + 3e-3, 1e-6) == "");
+  // and a straggling sender sends them at that speed, however fast the receiver.
+  slow.slow_rank = 0;
+  CHECK(off_by(broadcast_time(slow, 2), 1e-6 + 3e-3, 1e-6) == "");
+  // A slow link to the other hosts, at either end, takes the bytes at a quarter of the
+  // speed; between two other ranks, or on its host, it is not in the way.
+  for (int slow_end : {0, 1}) {
+    auto slow_link = coll::cluster_model::uniform(link);
+    slow_link.slow_link_rank = slow_end;
+    slow_link.slow_link_factor = 4;
+    CHECK(off_by(broadcast_time(slow_link, 2), 1e-6 + 4e-3, 1e-6) == "");
+    slow_link.shares_bandwidth = true;
+    CHECK(off_by(broadcast_time(slow_link, 2), 1e-6 + 4e-3, 1e-6) == "");
+    slow_link.slow_link_rank = 2 + slow_end;
+    CHECK(off_by(broadcast_time(slow_link, 2), 1e-6 + 1e-3, 1e-6) == "");
+    two_classes.slow_link_rank = slow_end;
+    two_classes.slow_link_factor = 4;
+    CHECK(off_by(broadcast_time(two_classes, 2), 1e-7 + 1e-4, 1e-6) == "");
+  }
+  // With a NIC per host, the host's NIC is the slow link of each of its ranks.
+  auto slow_host = coll::cluster_model::uniform(link);
+  slow_host.ranks_per_host = 2;
+  slow_host.on_host = {.latency_s = 1e-7, .seconds_per_byte = 1e-12};
+  slow_host.shares_bandwidth = slow_host.nic_per_host = true;
+  slow_host.slow_link_rank = 3;
+  slow_host.slow_link_factor = 4;
+  // direct's broadcast from rank 0 sends to rank 2 and 3 across hosts: both through
+  // host 1's NIC, at a quarter of the speed, sharing it: 8 ms.
+  CHECK(off_by(broadcast_time(slow_host, 4), 1e-6 + 8e-3, 0.01) == "");
   // The ring crosses hosts: nvlink_hosts' ring all_reduce of 64 MiB at 16 ranks is
   // bound by the NIC, and slower than at 8 ranks, where NVLink carries it all.
   auto ring_time = [](int ranks) {

@@ -35,6 +35,10 @@ struct cluster_model {
   // A straggler: this rank's ports and core take `slow_factor` times as long.
   int slow_rank = -1;
   double slow_factor = 1;
+  // A slow link: the bytes through this rank's link to the other hosts (its NIC, or its
+  // host's with nic_per_host, both ways) take `slow_link_factor` times as long.
+  int slow_link_rank = -1;
+  double slow_link_factor = 1;
   // Shared bandwidth, and what is shared.
   bool shares_bandwidth = false;
   bool nic_per_host = false;    // one NIC per host (across_hosts' figures), which its ranks share; else one per rank
@@ -82,6 +86,11 @@ struct cluster_model {
   bool leaves_block() const noexcept { return shares_bandwidth && hosts_per_leaf > 0 && oversubscription > 1; }
   bool same_host(int a, int b) const noexcept { return host_of(a) == host_of(b); }
   double slowdown(int rank) const noexcept { return rank == slow_rank ? slow_factor : 1.0; }
+  // How much slower the bytes through this rank's link to the other hosts move.
+  double link_slowdown(int rank) const noexcept {
+    const bool slow = nic_per_host ? slow_link_rank >= 0 && same_host(rank, slow_link_rank) : rank == slow_link_rank;
+    return slow ? slow_link_factor : 1.0;
+  }
 
   // The figures the algorithms plan and choose by (automatic's cost model).
   link_costs costs(const sim_link& l) const {
@@ -98,6 +107,7 @@ struct cluster_model {
         bad("a link's latency, seconds per byte and per-message time must be 0 or more");
     if (!(reduce_seconds_per_byte >= 0)) bad("reduce_seconds_per_byte must be 0 or more");
     if (!(slow_factor > 0)) bad("slow_factor must be above 0");
+    if (!(slow_link_factor > 0)) bad("slow_link_factor must be above 0");
     if (hosts_per_leaf < 0) bad("hosts_per_leaf must be 0 or more");
     if (!(oversubscription >= 1)) bad("oversubscription must be 1 or more");
   }

@@ -357,14 +357,21 @@ class world {
   const sim_link& link_of(link_class via) const noexcept {
     return via == link_class::on_host ? model_.on_host : model_.across_hosts;
   }
+  double slow_link(int rank, link_class via) const noexcept {
+    return via == link_class::across_hosts ? model_.link_slowdown(rank) : 1.0;
+  }
+  // Without shared bandwidth: how long a message keeps its sender's port.
+  double sending_s(int rank, link_class via, std::size_t bytes) const noexcept {
+    const sim_link& link = link_of(via);
+    return (link.per_message_s + static_cast<double>(bytes) * link.seconds_per_byte * slow_link(rank, via)) *
+           model_.slowdown(rank);
+  }
 
   // Without shared bandwidth: each port one message at a time.
   void send_through_ports(int rank, std::uint32_t slot, int peer, std::uint32_t m, link_class via, std::size_t bytes) {
-    const sim_link& link = link_of(via);
     picoseconds& out = at(rank).sending_until[int(via)];
     const picoseconds leaves = std::max(now_, out);
-    out = leaves + to_picoseconds((link.per_message_s + static_cast<double>(bytes) * link.seconds_per_byte) *
-                                  model_.slowdown(rank));
+    out = leaves + to_picoseconds(sending_s(rank, via, bytes));
     schedule(out, event_kind::sent, rank, slot);
     // The receiver's port takes messages in the order they reach it: one that waits for
     // its sender's port claims the receiver's only once it leaves, not ahead of messages
@@ -374,14 +381,18 @@ class world {
   }
 
   // Message m leaves its sender's port now for `peer`, whose port takes its bytes once
-  // the first has come and the messages ahead of it are in.
+  // the first has come and the messages ahead of it are in, and no faster than a slower
+  // sender sends them.
   void depart(int peer, std::uint32_t m) {
     const message& msg = messages_in_flight_[m];
     const link_class via = model_.same_host(msg.source, peer) ? link_class::on_host : link_class::across_hosts;
     const sim_link& link = link_of(via);
+    const picoseconds sent = now_ + to_picoseconds(sending_s(msg.source, via, msg.bytes));
     picoseconds& in = at(peer).receiving_until[int(via)];
-    in = std::max(now_ + to_picoseconds(link.per_message_s + link.latency_s), in) +
-         to_picoseconds(static_cast<double>(msg.bytes) * link.seconds_per_byte * model_.slowdown(peer));
+    in = std::max(std::max(now_ + to_picoseconds(link.per_message_s + link.latency_s), in) +
+                      to_picoseconds(static_cast<double>(msg.bytes) * link.seconds_per_byte * model_.slowdown(peer) *
+                                     slow_link(peer, via)),
+                  sent + to_picoseconds(link.latency_s));
     schedule(in, event_kind::arrived, peer, m, 0);
   }
 
@@ -401,17 +412,18 @@ class world {
   void add_links() {
     const int hosts = (size() + model_.ranks_per_host - 1) / model_.ranks_per_host;
     for (int r = 0; r < size(); ++r) {
-      const double slow = model_.slowdown(r);
+      const double slow = model_.slowdown(r), nic = model_.across_hosts.seconds_per_byte * slow * model_.link_slowdown(r);
       links_.add_link(model_.on_host.seconds_per_byte * slow);
       links_.add_link(model_.on_host.seconds_per_byte * slow);
-      links_.add_link(model_.across_hosts.seconds_per_byte * slow);  // unused with a NIC per host
-      links_.add_link(model_.across_hosts.seconds_per_byte * slow);
+      links_.add_link(nic);  // unused with a NIC per host
+      links_.add_link(nic);
     }
     first_host_link_ = static_cast<std::uint32_t>(4 * size());
     if (model_.nic_per_host)
       for (int h = 0; h < hosts; ++h) {
-        links_.add_link(model_.across_hosts.seconds_per_byte);
-        links_.add_link(model_.across_hosts.seconds_per_byte);
+        const double nic = model_.across_hosts.seconds_per_byte * model_.link_slowdown(h * model_.ranks_per_host);
+        links_.add_link(nic);
+        links_.add_link(nic);
       }
     first_leaf_link_ = first_host_link_ + (model_.nic_per_host ? 2u * std::uint32_t(hosts) : 0u);
     if (model_.leaves_block()) {
