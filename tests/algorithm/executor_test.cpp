@@ -275,3 +275,26 @@ TEST_CASE("an executor asked to hand the transport over returns after each pass,
   CHECK(asked < 1'000'000);
   CHECK(asked > unasked);  // each step a single pass, where an unasked one runs on while it can
 }
+
+TEST_CASE("a large scratch buffer stays while calls need it, and goes back after calls that do not") {
+  coll::reusable_host_memory memory;
+  constexpr std::size_t large = 4 << 20, small = 4096;
+  std::byte* first = memory.get(large);
+  memory.trim();
+  CHECK(memory.capacity() == large);
+  for (int call = 0; call < 20; ++call) {  // a repeated large call takes no new memory
+    CHECK(memory.get(large) == first);
+    memory.trim();
+  }
+  for (int call = 1; call < coll::reusable_host_memory::kept_calls; ++call) {
+    memory.get(small);
+    memory.trim();
+    CHECK(memory.capacity() == large);
+  }
+  memory.get(small);
+  memory.trim();
+  CHECK(memory.capacity() == 0);  // kept_calls small calls in a row: given back
+  memory.get(small);
+  memory.trim();
+  CHECK(memory.capacity() == small);  // up to kept_bytes, kept whatever the calls need
+}

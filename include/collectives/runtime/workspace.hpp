@@ -24,27 +24,36 @@ struct fused_target {
 };
 
 // Host memory for scratch and staging that outlives the call. Up to `kept_bytes` it
-// stays for the next call; a larger buffer (a big pipelined call) is given back
-// when the call ends, so an idle communicator holds little memory.
+// stays for the next call. A larger buffer (a big call) stays while calls keep needing
+// it, since faulting in fresh pages on every call of a training step's repeated large
+// call cost more than the call's own copies (a 4 MiB all_reduce over shm took 3 times
+// as long); it is given back once `kept_calls` calls in a row needed no more than
+// `kept_bytes`, so a communicator that has moved on to small calls holds little.
 class reusable_host_memory {
  public:
   static constexpr std::size_t kept_bytes = std::size_t(1) << 20;
+  static constexpr int kept_calls = 8;
   static constexpr std::size_t alignment = 64;
 
   // Room for `bytes`, aligned to 64; valid until the next get() or trim().
   std::byte* get(std::size_t bytes) {
     if (bytes > capacity_) {
+      memory_.reset();  // the old pages go back before the new ones are taken
       memory_.reset(static_cast<std::byte*>(::operator new(bytes, std::align_val_t{alignment})));
       capacity_ = bytes;
     }
+    if (bytes > kept_bytes) calls_without_large_ = -1;  // trim() at this call's end makes it 0
     return memory_.get();
   }
+  // At the end of each call.
   void trim() {
-    if (capacity_ > kept_bytes) {
+    if (capacity_ > kept_bytes && ++calls_without_large_ >= kept_calls) {
       memory_.reset();
       capacity_ = 0;
+      calls_without_large_ = 0;
     }
   }
+  std::size_t capacity() const noexcept { return capacity_; }
 
  private:
   struct release {
@@ -52,6 +61,7 @@ class reusable_host_memory {
   };
   std::unique_ptr<std::byte, release> memory_;
   std::size_t capacity_ = 0;
+  int calls_without_large_ = 0;
 };
 
 template <class Request>
@@ -68,8 +78,7 @@ struct executor_workspace {
   std::vector<fused_target> fused;             // fused receives point into it: sized before the first one
   reusable_host_memory scratch, staging;
   // The accumulators of a reduction through a wider type (detail/accumulated_call.hpp),
-  // kept between calls whatever their size, unlike scratch: a training step repeats
-  // the same large call, and faulting in fresh pages each time cost more than the call.
+  // kept between calls whatever their size: a training step repeats the same large call.
   reusable_host_memory accumulators;
 
   template <class Vector>
@@ -79,7 +88,8 @@ struct executor_workspace {
   }
 
   // After a call: what a plan of many operations needed (a ring of a large group) is
-  // given back, as a large scratch buffer is, so that an idle rank holds little.
+  // given back, and a large scratch buffer once calls stop needing it, so that an idle
+  // rank holds little.
   void trim() {
     constexpr std::size_t kept_ops = 256;
     if (waiting.capacity() > kept_ops) {
