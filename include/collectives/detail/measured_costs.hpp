@@ -71,8 +71,11 @@ template <transport Tr>
 link_costs measure_links(communicator<Tr>& comm, const std::vector<int>& members, const char* call, std::uint64_t number) {
   const auto me = std::size_t(std::find(members.begin(), members.end(), comm.rank()) - members.begin());
   const int next = members[(me + 1) % members.size()], previous = members[(me + members.size() - 1) % members.size()];
-  constexpr std::size_t large = std::size_t(1) << 20;
-  constexpr int small_rounds = 20, large_rounds = 3, burst = 8, burst_rounds = 5, runs = runs_per_figure;
+  // The per-byte figure from messages of a pipeline's slice, the size ring and tree
+  // send a large call in: a larger one outruns what a transport buffers (shm's FIFO
+  // holds 512 KiB) and measures its flow control, which the calls' messages never meet.
+  const std::size_t large = plan_request{}.slice_bytes;
+  constexpr int small_rounds = 20, large_rounds = 6, burst = 8, burst_rounds = 5, runs = runs_per_figure;
   std::vector<std::byte> out(large, std::byte{1}), in(large);
   executor_workspace<typename Tr::request> room;
   const auto median_of = [&](const schedule& plan) {
