@@ -32,6 +32,15 @@
 #define COLLECTIVES_UNROLL_4 _Pragma("GCC unroll 4")
 #endif
 
+// Host reduction loops compiled a second time for AVX2, chosen at run time on a CPU
+// that has it (ops/host_reduce.hpp): on x86-64 with g++ or clang where the build
+// targets less, as Debian's default -march does.
+#if defined(__x86_64__) && !defined(__AVX2__) && !defined(__CUDACC__) && (defined(__GNUC__) || defined(__clang__))
+#define COLLECTIVES_AVX2_CLONES 1
+#else
+#define COLLECTIVES_AVX2_CLONES 0
+#endif
+
 // Header-only by default: the start-up, the transports' engines and the library's
 // other functions that are not templates are inline, compiled in every translation
 // unit that uses them. With COLLECTIVES_SEPARATE_COMPILATION defined in every

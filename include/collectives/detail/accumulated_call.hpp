@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "../ops/accumulate.hpp"
+#include "../ops/host_reduce.hpp"
 #include "agreed_scales.hpp"
 #include "call.hpp"
 #include "call_check.hpp"
@@ -39,12 +40,8 @@ struct accumulation<accumulating_op<A, Op>, T> {
 
   template <class Comm>
   accumulation(Comm&, const char*, accumulating_op<A, Op> o, std::span<const T>) : op(o) {}
-  void widen(std::span<const T> in, A* out) const {
-    for (std::size_t i = 0; i < in.size(); ++i) out[i] = static_cast<A>(in[i]);
-  }
-  void narrow(const A* in, T* out, std::size_t, std::size_t n) const {
-    for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<T>(in[i]);
-  }
+  void widen(std::span<const T> in, A* out) const { convert(in.data(), out, in.size()); }
+  void narrow(const A* in, T* out, std::size_t, std::size_t n) const { convert(in, out, n); }
 };
 
 template <class T>
