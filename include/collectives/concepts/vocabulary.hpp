@@ -50,6 +50,10 @@ struct link_costs {
   double per_message_s = 1e-6;           // extra cost of each concurrent message
   double seconds_per_byte = 1.0 / 5e9;   // moving a byte between two ranks
   double reduce_seconds_per_byte = 1.0 / 10e9;  // combining a received byte
+  // Moving a byte of a call whose buffers are far larger than the caches (32 MiB and
+  // up), as COLLECTIVES_TUNE measures it; 0: as seconds_per_byte. The simulator's
+  // measured model uses it; automatic's estimates do not yet.
+  double memory_seconds_per_byte = 0;
 };
 
 // The figures of each class of link a job has: between two ranks of one host, and
@@ -62,7 +66,7 @@ struct link_classes {
 
 constexpr bool same_figures(const link_costs& a, const link_costs& b) {
   return a.latency_s == b.latency_s && a.per_message_s == b.per_message_s && a.seconds_per_byte == b.seconds_per_byte &&
-         a.reduce_seconds_per_byte == b.reduce_seconds_per_byte;
+         a.reduce_seconds_per_byte == b.reduce_seconds_per_byte && a.memory_seconds_per_byte == b.memory_seconds_per_byte;
 }
 
 }  // namespace collectives

@@ -21,12 +21,15 @@
 namespace collectives::detail {
 
 // The cost file: "# comments", "transport NAME", then "on_host.latency_s 2.1e-05" and
-// the like, one figure of each class per line.
+// the like, one figure of each class per line. The figures after the first
+// `required_cost_fields` may be missing (a file saved before they were measured).
 inline constexpr std::pair<const char*, double link_costs::*> cost_fields[] = {
     {"latency_s", &link_costs::latency_s},
     {"per_message_s", &link_costs::per_message_s},
     {"seconds_per_byte", &link_costs::seconds_per_byte},
-    {"reduce_seconds_per_byte", &link_costs::reduce_seconds_per_byte}};
+    {"reduce_seconds_per_byte", &link_costs::reduce_seconds_per_byte},
+    {"memory_seconds_per_byte", &link_costs::memory_seconds_per_byte}};
+inline constexpr std::size_t required_cost_fields = 4;
 
 COLLECTIVES_DECL std::string cost_file_text(const link_classes& c, std::string_view transport, std::string_view how);
 

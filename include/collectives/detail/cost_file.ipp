@@ -18,6 +18,8 @@ std::string cost_file_text(const link_classes& c, std::string_view transport, st
 link_classes parse_cost_file(std::istream& in, const std::string& path, std::string& transport) {
   link_classes c;
   std::vector<std::string> seen;
+  std::size_t required = 0;  // lines of the figures every file has
+  bool has_transport = false;
   std::string line;
   for (int number = 1; std::getline(in, line); ++number) {
     std::istringstream words(line);
@@ -31,6 +33,7 @@ link_classes parse_cost_file(std::istream& in, const std::string& path, std::str
     seen.push_back(key);
     if (key == "transport") {
       transport = value;
+      has_transport = true;
       continue;
     }
     const auto dot = key.find('.');
@@ -38,23 +41,27 @@ link_classes parse_cost_file(std::istream& in, const std::string& path, std::str
     const auto field = std::find_if(std::begin(cost_fields), std::end(cost_fields),
                                     [&](const auto& f) { return dot != std::string::npos && key.substr(dot + 1) == f.first; });
     if (!cls || field == std::end(cost_fields)) throw bad("unknown figure " + key);
+    required += field - std::begin(cost_fields) < std::ptrdiff_t(required_cost_fields);
     char* end = nullptr;
     const double x = std::strtod(value.c_str(), &end);
     if (*end || !std::isfinite(x) || x < 0) throw bad(key + " must be a number >= 0, not " + value);
     cls->*(field->second) = x;
   }
-  const std::size_t expected = 1 + 2 * std::size(cost_fields);
-  if (seen.size() != expected)
-    throw error(errc::invalid_config, "COLLECTIVES_TUNE_FILE " + path + " has " + std::to_string(seen.size()) + " of its " +
-                                          std::to_string(expected) + " lines (a transport and 4 figures of each class); "
-                                          "save it again with COLLECTIVES_TUNE=1");
+  const std::size_t expected = 2 * required_cost_fields;
+  if (required != expected || !has_transport)
+    throw error(errc::invalid_config, "COLLECTIVES_TUNE_FILE " + path + " has " + std::to_string(required + has_transport) +
+                                          " of its " + std::to_string(1 + expected) +
+                                          " lines (a transport and 4 figures of each class); save it again with COLLECTIVES_TUNE=1");
   return c;
 }
 
 std::string describe_costs(const link_costs& c) {
-  char text[160];
-  std::snprintf(text, sizeof text, "%.3g us latency, %.3g us per message, %.3g GB/s, reductions %.3g GB/s",
-                c.latency_s * 1e6, c.per_message_s * 1e6, 1e-9 / c.seconds_per_byte, 1e-9 / c.reduce_seconds_per_byte);
+  char text[200];
+  const int n = std::snprintf(text, sizeof text, "%.3g us latency, %.3g us per message, %.3g GB/s, reductions %.3g GB/s",
+                              c.latency_s * 1e6, c.per_message_s * 1e6, 1e-9 / c.seconds_per_byte,
+                              1e-9 / c.reduce_seconds_per_byte);
+  if (c.memory_seconds_per_byte > 0 && n > 0 && std::size_t(n) < sizeof text)
+    std::snprintf(text + n, sizeof text - std::size_t(n), ", %.3g GB/s from memory", 1e-9 / c.memory_seconds_per_byte);
   return text;
 }
 

@@ -57,11 +57,18 @@ double timed_run(communicator<Tr>& comm, const schedule& plan, const std::vector
 // `rounds` steps of a ring shift: each rank sends `bytes` to the next and receives
 // from the previous, a step starting when the one before has arrived, as the steps
 // of a collective do. `burst` messages of each step at once (one, for the latency and
-// the bandwidth; several, for the cost of each extra one).
-COLLECTIVES_DECL schedule ring_steps(int next, int previous, std::size_t bytes, int rounds, int burst = 1);
+// the bandwidth; several, for the cost of each extra one). `marching`: each step's
+// message at the next place of buffers `rounds` messages long, as a large call's
+// slices move through its buffers, rather than all at the start.
+COLLECTIVES_DECL schedule ring_steps(int next, int previous, std::size_t bytes, int rounds, int burst = 1,
+                                     bool marching = false);
 
-// Runs (so call numbers) of one class's measurement: three figures, each a warm-up and five.
-inline constexpr int runs_per_figure = 5, calls_per_link = 3 * (1 + runs_per_figure);
+// Runs (so call numbers) of one class's measurement: four figures, each a warm-up and five.
+inline constexpr int runs_per_figure = 5, calls_per_link = 4 * (1 + runs_per_figure);
+
+// The buffers through which the memory figure's slices march: far larger than a
+// core's caches, as the buffers of the calls it stands for are.
+inline constexpr std::size_t memory_figure_bytes = std::size_t(32) << 20;
 
 // The ring shift among `members` (ranks of this communicator, this one among them),
 // as the calls numbered from `number`: the figures of one class of link as this rank
@@ -76,7 +83,8 @@ link_costs measure_links(communicator<Tr>& comm, const std::vector<int>& members
   // holds 512 KiB) and measures its flow control, which the calls' messages never meet.
   const std::size_t large = plan_request{}.slice_bytes;
   constexpr int small_rounds = 20, large_rounds = 6, burst = 8, burst_rounds = 5, runs = runs_per_figure;
-  std::vector<std::byte> out(large, std::byte{1}), in(large);
+  const int memory_rounds = static_cast<int>(memory_figure_bytes / large);
+  std::vector<std::byte> out(memory_figure_bytes, std::byte{1}), in(memory_figure_bytes);
   executor_workspace<typename Tr::request> room;
   const auto median_of = [&](const schedule& plan) {
     timed_run(comm, plan, out, in, call, number++, room);
@@ -88,10 +96,12 @@ link_costs measure_links(communicator<Tr>& comm, const std::vector<int>& members
   const double step = median_of(ring_steps(next, previous, 8, small_rounds)) / small_rounds;
   const double large_step = median_of(ring_steps(next, previous, large, large_rounds)) / large_rounds;
   const double burst_step = median_of(ring_steps(next, previous, 8, burst_rounds, burst)) / burst_rounds;
+  const double memory_step = median_of(ring_steps(next, previous, large, memory_rounds, 1, true)) / memory_rounds;
   link_costs c;
   c.per_message_s = std::max(0.0, (burst_step - step) / (burst - 1));
   c.latency_s = std::max(step - c.per_message_s, step / 10);  // a step costs latency + per message
   c.seconds_per_byte = std::max(1e-13, (large_step - step) / double(large));
+  c.memory_seconds_per_byte = std::max(1e-13, (memory_step - step) / double(large));
   return c;
 }
 

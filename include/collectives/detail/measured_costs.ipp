@@ -7,11 +7,12 @@
 
 namespace collectives::detail {
 
-schedule ring_steps(int next, int previous, std::size_t bytes, int rounds, int burst) {
+schedule ring_steps(int next, int previous, std::size_t bytes, int rounds, int burst, bool marching) {
   schedule s;
-  const region out{buffer_id::input, 0, bytes}, in{buffer_id::output, 0, bytes};
   std::vector<op_id> arrived;
   for (int i = 0; i < rounds; ++i) {
+    const std::size_t at = marching ? std::size_t(i) * bytes : 0;
+    const region out{buffer_id::input, at, bytes}, in{buffer_id::output, at, bytes};
     std::vector<op_id> step;
     for (int m = 0; m < burst; ++m) {
       const auto tag = static_cast<std::uint32_t>(i * burst + m);
@@ -20,7 +21,7 @@ schedule ring_steps(int next, int previous, std::size_t bytes, int rounds, int b
       s.add(send, arrived);
       step.push_back(s.add(recv, arrived));
     }
-    arrived = std::move(step);
+    if (!marching) arrived = std::move(step);  // marching slices stream, as a pipeline's do
   }
   return s;
 }
