@@ -508,6 +508,17 @@ TEST_CASE("sim: ports, hosts and a straggler") {
     return coll::simulate<coll::ring>(cluster, coll::kind::all_reduce{}, {.count = 16 << 20}).seconds;
   };
   CHECK(ring_time(16) > 5 * ring_time(8));
+  // A memory figure: a byte of a call of 32 MiB or more costs it, of 512 KiB or less the
+  // link's own figure, and halfway between by the logarithm (4 MiB) halfway between them.
+  auto from_memory = coll::cluster_model::uniform({.latency_s = 1e-6, .seconds_per_byte = 1e-10, .memory_seconds_per_byte = 3e-10});
+  const auto broadcast_of = [&](std::size_t bytes) {
+    coll::sim_group cluster(2, from_memory, coll::sim_payload::sizes_only);
+    return coll::simulate<coll::direct>(cluster, coll::kind::broadcast{}, {.count = bytes / 4, .element_size = 4}).seconds;
+  };
+  CHECK(off_by(broadcast_of(512 << 10), 1e-6 + (512 << 10) * 1e-10, 1e-6) == "");
+  CHECK(off_by(broadcast_of(4 << 20), 1e-6 + (4 << 20) * 2e-10, 1e-6) == "");
+  CHECK(off_by(broadcast_of(32 << 20), 1e-6 + (32 << 20) * 3e-10, 1e-6) == "");
+  CHECK(off_by(broadcast_of(64 << 20), 1e-6 + (64 << 20) * 3e-10, 1e-6) == "");
 }
 
 TEST_CASE("sim: shared bandwidth: a host's NIC, a leaf's uplinks") {

@@ -107,6 +107,13 @@ class world {
   // The virtual time as the calls' deadlines count it.
   deadline now_as_deadline() const noexcept { return deadline{} + std::chrono::nanoseconds(now_ / 1000); }
   std::uint64_t messages() const noexcept { return messages_; }
+
+  // Without shared bandwidth, the bytes of the calls about to run, per rank: where a
+  // link has a memory figure, what a byte costs depends on it (sim_link::seconds_per_byte_at).
+  void set_call_bytes(std::size_t bytes) noexcept {
+    seconds_per_byte_[int(link_class::on_host)] = model_.on_host.seconds_per_byte_at(bytes);
+    seconds_per_byte_[int(link_class::across_hosts)] = model_.across_hosts.seconds_per_byte_at(bytes);
+  }
   std::uint64_t events() const noexcept { return events_handled_; }
 
   std::uint32_t post_send(int rank, int peer, message_tag tag, std::span<const std::byte> data) {
@@ -362,8 +369,7 @@ class world {
   }
   // Without shared bandwidth: how long a message keeps its sender's port.
   double sending_s(int rank, link_class via, std::size_t bytes) const noexcept {
-    const sim_link& link = link_of(via);
-    return (link.per_message_s + static_cast<double>(bytes) * link.seconds_per_byte * slow_link(rank, via)) *
+    return (link_of(via).per_message_s + static_cast<double>(bytes) * seconds_per_byte_[int(via)] * slow_link(rank, via)) *
            model_.slowdown(rank);
   }
 
@@ -390,7 +396,7 @@ class world {
     const picoseconds sent = now_ + to_picoseconds(sending_s(msg.source, via, msg.bytes));
     picoseconds& in = at(peer).receiving_until[int(via)];
     in = std::max(std::max(now_ + to_picoseconds(link.per_message_s + link.latency_s), in) +
-                      to_picoseconds(static_cast<double>(msg.bytes) * link.seconds_per_byte * model_.slowdown(peer) *
+                      to_picoseconds(static_cast<double>(msg.bytes) * seconds_per_byte_[int(via)] * model_.slowdown(peer) *
                                      slow_link(peer, via)),
                   sent + to_picoseconds(link.latency_s));
     schedule(in, event_kind::arrived, peer, m, 0);
@@ -567,6 +573,8 @@ class world {
 
   cluster_model model_;
   bool carries_data_;
+  // Without shared bandwidth, each class of link's seconds per byte for the calls that run (set_call_bytes).
+  double seconds_per_byte_[2] = {model_.on_host.seconds_per_byte, model_.across_hosts.seconds_per_byte};
   flow_network links_;
   std::uint32_t first_host_link_ = 0, first_leaf_link_ = 0;
   std::vector<flow_record> records_;
