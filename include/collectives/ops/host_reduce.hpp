@@ -51,24 +51,6 @@ inline void combine_in_blocks(T* __restrict dst, const T* __restrict src, std::s
   for (std::size_t i = blocks * Block; i < n; ++i) dst[i] = apply_in_order<Order>(op, dst[i], src[i]);
 }
 
-#if COLLECTIVES_AVX2_CLONES
-template <class T>
-inline constexpr bool narrow_float = std::is_base_of_v<narrow_arithmetic<T>, T>;
-
-// The same loop for AVX2, in 32-byte blocks. It pays for the narrow types (bf16, fp16,
-// fp8), which go through float: SSE2 cannot pack 32-bit lanes into 16-bit ones, so
-// their loops stayed scalar and a bf16 sum cost 5 times a float one per element. The
-// operations are the same, in the same order, so the bits are too.
-template <operand_order Order, class T, class Op>
-__attribute__((target("avx2"))) void combine_avx2(T* __restrict dst, const T* __restrict src, std::size_t n, Op& op) {
-  combine_in_blocks<Order, sizeof(T) < 32 ? 32 / sizeof(T) : 1>(dst, src, n, op);
-}
-inline bool cpu_has_avx2() noexcept {
-  static const bool has = __builtin_cpu_supports("avx2");
-  return has;
-}
-#endif
-
 // out[i] = To(in[i]): a wide accumulation's conversions (detail/accumulated_call.hpp).
 template <class To, class From>
 inline void convert_each(const From* __restrict in, To* __restrict out, std::size_t n) {
@@ -76,9 +58,24 @@ inline void convert_each(const From* __restrict in, To* __restrict out, std::siz
 }
 
 #if COLLECTIVES_AVX2_CLONES
+// The loops again for AVX2, the combining one in 32-byte blocks. It pays for the narrow
+// types (bf16, fp16, fp8), which go through float: SSE2 cannot pack 32-bit lanes into
+// 16-bit ones, so their loops stayed scalar and a bf16 sum cost 5 times a float one
+// per element. The operations are the same, in the same order, so the bits are too.
+template <class T>
+inline constexpr bool narrow_float = std::is_base_of_v<narrow_arithmetic<T>, T>;
+
+template <operand_order Order, class T, class Op>
+__attribute__((target("avx2"))) void combine_avx2(T* __restrict dst, const T* __restrict src, std::size_t n, Op& op) {
+  combine_in_blocks<Order, sizeof(T) < 32 ? 32 / sizeof(T) : 1>(dst, src, n, op);
+}
 template <class To, class From>
 __attribute__((target("avx2"))) void convert_each_avx2(const From* __restrict in, To* __restrict out, std::size_t n) {
   convert_each(in, out, n);
+}
+inline bool cpu_has_avx2() noexcept {
+  static const bool has = __builtin_cpu_supports("avx2");
+  return has;
 }
 #endif
 
