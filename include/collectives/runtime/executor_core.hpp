@@ -141,9 +141,16 @@ class executor_core {
   request post_recv_reduce(const operation& o, message_tag tag);
 
   // A posted message joins the active list; a transport that lists finished requests
-  // is asked to list this one (an active op's `waiting` entry, 0 since it became ready,
-  // then holds its place in the list).
-  void activate(op_id id, request req);
+  // is asked to list this one by its place there. For such a transport the list's
+  // entries keep their places (a finished one is vacated, and the next message takes
+  // it), so that the place the transport reports is the entry, with no look-up by op
+  // (a ring of thousands of ranks would miss the cache on it for every message); and a
+  // fused receive's target sits at the same place in `fused`.
+  void activate(op_id id, request req, const operation& o);
+  static constexpr bool keeps_places = lists_finished_requests<Transport>;
+  std::uint32_t next_place() const noexcept {
+    return room_.vacant.empty() ? static_cast<std::uint32_t>(room_.active.size()) : room_.vacant.back();
+  }
   bool poll_active();
   bool poll_listed();
   // Active entry i has finished: it leaves the list and its op finishes.
@@ -253,10 +260,14 @@ template <transport Transport>
 std::string executor_core<Transport>::timeout_message(const call_context& ctx) const {
   std::string m = std::string(ctx.name) + ": timed out after " + std::to_string(ctx.timeout_ms) + " ms on rank " +
                   std::to_string(transport_.rank()) + " waiting to ";
-  for (std::size_t i = 0; i < room_.active.size() && i < 4; ++i)
-    m += (i ? ", " : "") + detail::describe(plan_.op(room_.active[i].id, rank_));
-  if (room_.active.size() > 4) m += " and " + std::to_string(room_.active.size() - 4) + " more";
-  if (room_.active.empty()) m += "finish, with nothing posted (a schedule whose dependencies never resolve)";
+  std::size_t posted = 0;
+  for (const auto& a : room_.active) {
+    if (keeps_places && a.id == workspace::vacated) continue;
+    if (posted < 4) m += (posted ? ", " : "") + detail::describe(plan_.op(a.id, rank_));
+    ++posted;
+  }
+  if (posted > 4) m += " and " + std::to_string(posted - 4) + " more";
+  if (posted == 0) m += "finish, with nothing posted (a schedule whose dependencies never resolve)";
   return m;
 }
 
@@ -268,6 +279,7 @@ void executor_core<Transport>::prepare() {
   room_.ready.clear();
   room_.active.clear();
   room_.listed.clear();
+  room_.vacant.clear();
   room_.fused.clear();
   successor_begin_ = plan_.successor_begin();
   successors_ = plan_.successors();
@@ -281,7 +293,9 @@ void executor_core<Transport>::prepare() {
   for (std::size_t i = 0; i < n; ++i)
     if (room_.waiting[i] == 0) room_.ready.push_back(static_cast<op_id>(i));
   room_.active.reserve(messages);
-  if (fused_) room_.fused.reserve(fused_receives);  // sinks point into it: it must never move
+  // Sinks point into it: it must never move. With places kept, a fused receive's target
+  // is at its place in the active list, which never has more than the plan's messages.
+  if (fused_) room_.fused.reserve(keeps_places ? messages : fused_receives);
   scratch_ = work_.memory(element_work::room::scratch, plan_.scratch_count(), room_.scratch);
   if (!fused_) staging_ = work_.memory(element_work::room::staging, plan_.staging_count(), room_.staging);
 }
@@ -306,8 +320,10 @@ void executor_core<Transport>::tell_transport_why() noexcept {
 
 template <transport Transport>
 void executor_core<Transport>::cancel_and_trim() noexcept {
-  for (auto& a : room_.active) transport_.cancel(a.req);
+  for (auto& a : room_.active)
+    if (!keeps_places || a.id != workspace::vacated) transport_.cancel(a.req);
   room_.active.clear();
+  room_.vacant.clear();
   trim();
   if (tracing_) trace_end(true);
 }
@@ -356,19 +372,18 @@ bool executor_core<Transport>::start_ready(const call_context& ctx) {
         break;
       case op_kind::send:
         if (o.src.count == 0) finish(id);
-        else activate(id, post_send(o.peer, tag, {address(o.src), bytes_in(o.src)}));
+        else activate(id, post_send(o.peer, tag, {address(o.src), bytes_in(o.src)}), o);
         break;
       case op_kind::recv:
         if (o.dst.count == 0) finish(id);
-        else activate(id, post_recv(o.peer, tag, {address(o.dst), bytes_in(o.dst)}));
+        else activate(id, post_recv(o.peer, tag, {address(o.dst), bytes_in(o.dst)}), o);
         break;
       case op_kind::recv_reduce:
         if (o.dst.count == 0) finish(id);
-        else if (fused_) activate(id, post_recv_reduce(o, tag));
-        else activate(id, post_recv(o.peer, tag, {address(o.src), bytes_in(o.src)}));
+        else if (fused_) activate(id, post_recv_reduce(o, tag), o);
+        else activate(id, post_recv(o.peer, tag, {address(o.src), bytes_in(o.src)}), o);
         break;
     }
-    if (tracing_ && !room_.active.empty() && room_.active.back().id == id) trace_message(true, o);
   }
   // All ready ops have started: the list starts again from its front, so that it holds
   // the few ops ready at one time, not all the plan's (a rank of a simulated ring of
@@ -395,8 +410,17 @@ auto executor_core<Transport>::post_recv(int peer, message_tag tag, std::span<st
 template <transport Transport>
 auto executor_core<Transport>::post_recv_reduce(const operation& o, message_tag tag) -> request {
   if constexpr (fused_recv_reduce_transport<Transport>) {
-    auto& target = room_.fused.emplace_back(
-        fused_target{address(o.dst), work_.op_address(), o.order, o.base.count ? address(o.base) : nullptr});
+    const fused_target made{address(o.dst), work_.op_address(), o.order, o.base.count ? address(o.base) : nullptr};
+    fused_target* place = nullptr;
+    if constexpr (keeps_places) {
+      const std::uint32_t i = next_place();
+      if (i >= room_.fused.size()) room_.fused.resize(i + 1);  // within its capacity: nothing moves
+      place = &room_.fused[i];
+      *place = made;
+    } else {
+      place = &room_.fused.emplace_back(made);
+    }
+    fused_target& target = *place;
     chunk_sink sink{&target, work_.fused_reduce()};
     if (tracing_) trace_reductions_of(target, sink);
     return transport_.post_recv_reduce(o.peer, tag, bytes_in(o.dst), work_.element_size, sink);
@@ -406,12 +430,19 @@ auto executor_core<Transport>::post_recv_reduce(const operation& o, message_tag 
 }
 
 template <transport Transport>
-void executor_core<Transport>::activate(op_id id, request req) {
-  room_.active.push_back({id, req});
-  if constexpr (lists_finished_requests<Transport>) {
-    room_.waiting[id] = static_cast<std::uint32_t>(room_.active.size() - 1);
-    transport_.watch(room_.active.back().req, &room_.listed, id);
+void executor_core<Transport>::activate(op_id id, request req, const operation& o) {
+  if constexpr (keeps_places) {
+    const std::uint32_t i = next_place();
+    if (i == room_.active.size()) room_.active.push_back({id, req});
+    else {
+      room_.vacant.pop_back();
+      room_.active[i] = {id, req};
+    }
+    transport_.watch(room_.active[i].req, &room_.listed, i);
+  } else {
+    room_.active.push_back({id, req});
   }
+  if (tracing_) trace_message(true, o);
 }
 
 template <transport Transport>
@@ -430,7 +461,7 @@ template <transport Transport>
 bool executor_core<Transport>::poll_listed() {
   if (room_.listed.empty()) return false;
   for (std::size_t k = 0; k < room_.listed.size(); ++k) {
-    const std::uint32_t i = room_.waiting[room_.listed[k]];
+    const std::uint32_t i = room_.listed[k];
     if (transport_.test(room_.active[i].req)) complete_active(i);  // a failure throws
   }
   room_.listed.clear();
@@ -440,10 +471,13 @@ bool executor_core<Transport>::poll_listed() {
 template <transport Transport>
 void executor_core<Transport>::complete_active(std::size_t i) {
   const op_id id = room_.active[i].id;
-  room_.active[i] = std::move(room_.active.back());
-  room_.active.pop_back();
-  if constexpr (lists_finished_requests<Transport>)
-    if (i < room_.active.size()) room_.waiting[room_.active[i].id] = static_cast<std::uint32_t>(i);
+  if constexpr (keeps_places) {
+    room_.active[i].id = workspace::vacated;
+    room_.vacant.push_back(static_cast<std::uint32_t>(i));
+  } else {
+    room_.active[i] = std::move(room_.active.back());
+    room_.active.pop_back();
+  }
   if (tracing_) trace_message(false, plan_.op(id, rank_));
   if (!fused_ && plan_.kind(id) == op_kind::recv_reduce) {
     const operation o = plan_.op(id, rank_);

@@ -74,8 +74,10 @@ struct executor_workspace {
   std::vector<std::uint32_t> waiting;          // by op: dependencies not finished yet
   std::vector<op_id> ready;                    // ops whose dependencies are done, in the order they became so
   std::vector<active_op> active;               // posted messages not finished yet
-  std::vector<op_id> listed;                   // ops the transport listed as finished (lists_finished_requests)
+  std::vector<std::uint32_t> listed;           // places in `active` the transport listed as finished (lists_finished_requests)
+  std::vector<std::uint32_t> vacant;           // places in `active` whose message finished, where it keeps places
   std::vector<fused_target> fused;             // fused receives point into it: sized before the first one
+  static constexpr op_id vacated = ~op_id{};   // the op of a vacant place
   reusable_host_memory scratch, staging;
   // The accumulators of a reduction through a wider type (detail/accumulated_call.hpp),
   // kept between calls whatever their size: a training step repeats the same large call.
@@ -97,6 +99,7 @@ struct executor_workspace {
       release(ready);
       release(active);
       release(listed);
+      release(vacant);
       release(fused);
     }
     scratch.trim();
