@@ -10,10 +10,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <functional>
-#include <queue>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -81,13 +82,76 @@ enum class event_kind : std::uint8_t {
 };
 
 struct event {
-  picoseconds at;
-  std::uint64_t order;  // events at one time happen in the order they were made
   event_kind kind;
   int rank;
   std::uint32_t id;  // the op's slot, or the message
   std::uint32_t generation;
-  bool operator>(const event& o) const noexcept { return at != o.at ? at > o.at : order > o.order; }
+};
+
+// The events to come. Events at one time happen in the order they were made, and a
+// run has few distinct times for many events (a ring of thousands of ranks in step
+// makes a thousand or more for each): the events of a time are a bucket, read front to
+// back, and only the times are a heap. A heap of the events themselves sifted each one
+// through lines of a large array.
+class event_queue {
+ public:
+  bool empty() const noexcept { return times_.empty(); }
+  picoseconds first_time() const noexcept { return times_.front().at; }  // of a queue not empty
+
+  void push(picoseconds at, const event& e) {
+    if (last_bucket_ == none || at != last_time_) {
+      last_time_ = at;
+      last_bucket_ = bucket_of(at);
+    }
+    buckets_[last_bucket_].push_back(e);
+  }
+
+  // Takes the first time's bucket out of the queue, to be handled front to back: the
+  // events made for that time meanwhile join it at its end. Then done().
+  const std::vector<event>& open_first() {
+    open_ = times_.front();
+    std::pop_heap(times_.begin(), times_.end(), later);
+    times_.pop_back();
+    return buckets_[open_.bucket];
+  }
+  void done() {
+    by_time_.erase(open_.at);
+    buckets_[open_.bucket].clear();
+    spare_.push_back(open_.bucket);
+    if (last_bucket_ == open_.bucket) last_bucket_ = none;
+    open_.bucket = none;
+  }
+
+ private:
+  static constexpr std::uint32_t none = UINT32_MAX;
+  struct time_entry {
+    picoseconds at;
+    std::uint32_t bucket;
+  };
+  static bool later(const time_entry& a, const time_entry& b) noexcept { return a.at > b.at; }
+
+  std::uint32_t bucket_of(picoseconds at) {
+    const auto [it, made] = by_time_.try_emplace(at, none);
+    if (!made) return it->second;
+    if (spare_.empty()) {
+      it->second = static_cast<std::uint32_t>(buckets_.size());
+      buckets_.emplace_back();
+    } else {
+      it->second = spare_.back();
+      spare_.pop_back();
+    }
+    times_.push_back({at, it->second});
+    std::push_heap(times_.begin(), times_.end(), later);
+    return it->second;
+  }
+
+  std::vector<time_entry> times_;  // a heap, the first time on top
+  std::unordered_map<picoseconds, std::uint32_t> by_time_;  // each pending time's bucket, and the open one's
+  std::deque<std::vector<event>> buckets_;  // a bucket stays where it is while others are made
+  std::vector<std::uint32_t> spare_;
+  time_entry open_{0, none};
+  picoseconds last_time_ = 0;
+  std::uint32_t last_bucket_ = none;
 };
 
 class world {
@@ -225,11 +289,14 @@ class world {
         ++events_handled_;
         end_flow(f);
       }
-      while (!events_.empty() && events_.top().at == now_) {
-        const event e = events_.top();
-        events_.pop();
-        ++events_handled_;
-        handle(e);
+      if (!events_.empty() && events_.first_time() == now_) {
+        const std::vector<event>& bucket = events_.open_first();
+        for (std::size_t i = 0; i < bucket.size(); ++i) {  // it may grow meanwhile
+          const event e = bucket[i];
+          ++events_handled_;
+          handle(e);
+        }
+        events_.done();
       }
     }
   }
@@ -273,7 +340,7 @@ class world {
 
   void schedule(picoseconds when, event_kind kind, int rank, std::uint32_t id, std::uint32_t generation = UINT32_MAX) {
     if (generation == UINT32_MAX) generation = at(rank).ops[id].generation;
-    events_.push({when, next_order_++, kind, rank, id, generation});
+    events_.push(when, {kind, rank, id, generation});
   }
 
   std::uint32_t make_op(int rank, op_kind kind, int peer, message_tag tag, std::size_t bytes) {
@@ -493,14 +560,14 @@ class world {
     const flow_record f = records_[record];
     unused_records_.push_back(record);
     links_.finish(id);
-    handle({now_, 0, event_kind::sent, f.rank, f.slot, f.generation});
+    handle({event_kind::sent, f.rank, f.slot, f.generation});
     schedule(now_ + to_picoseconds(link_of(f.via).latency_s), event_kind::arrived, f.peer, f.message, 0);
   }
 
   // The next time anything happens: an event, or a flow's end. Flows that started or
   // ended now are rated first.
   picoseconds next_time() {
-    picoseconds next = events_.empty() ? never : events_.top().at;
+    picoseconds next = events_.empty() ? never : events_.first_time();
     if (model_.shares_bandwidth) {
       links_.settle(now_);
       if (const std::uint32_t f = links_.first_to_end(); f != flow_network::none) next = std::min(next, links_.end_of(f));
@@ -582,10 +649,10 @@ class world {
   std::vector<rank_state> ranks_;
   std::vector<message> messages_in_flight_;
   std::vector<std::uint32_t> unused_messages_;
-  std::priority_queue<event, std::vector<event>, std::greater<>> events_;
+  event_queue events_;
   std::vector<int> ready_;
   picoseconds now_ = 0;
-  std::uint64_t next_order_ = 0, messages_ = 0, events_handled_ = 0;
+  std::uint64_t messages_ = 0, events_handled_ = 0;
   int aborted_by_ = not_aborted;
 };
 
