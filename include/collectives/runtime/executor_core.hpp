@@ -28,6 +28,7 @@
 #include "compact_plan.hpp"
 #include "handover.hpp"
 #include "element_work.hpp"
+#include "prefetch.hpp"
 #include "workspace.hpp"
 
 namespace collectives {
@@ -104,6 +105,12 @@ class executor_core {
   // after cancelling the call's messages.
   void start();
   bool advance(const call_context& ctx, handover_request handover = {});
+
+  // Asks for the lines the next advance() will read, ahead of it, for a driver that
+  // steps many calls in turn (a simulated cluster's thousands of ranks, whose state is
+  // cold by the time each one's turn comes again): stage 1 once this object and its
+  // workspace are in the cache, stage 2 later, once what stage 1 asked for is in.
+  void prefetch(int stage) const noexcept;
 
   // Gives up the call: its messages are cancelled, so no byte touches its buffers later.
   [[noreturn]] void fail(const error& e);
@@ -247,6 +254,29 @@ bool executor_core<Transport>::advance(const call_context& ctx, handover_request
   trim();
   if (tracing_) trace_end(false);
   return true;
+}
+
+template <transport Transport>
+void executor_core<Transport>::prefetch(int stage) const noexcept {
+  if (stage == 1) {
+    detail::prefetch(room_.listed.data());
+    detail::prefetch(room_.active.data());
+    detail::prefetch(room_.ready.data());
+    if constexpr (keeps_places) {
+      detail::prefetch(room_.vacant.data());
+      if (fused_) detail::prefetch(room_.fused.data() + next_place());
+    }
+    return;
+  }
+  // Stage 2: the first finished messages' bookkeeping, where the transport lists them:
+  // their dependants' counts, and what the transport's test reads.
+  if constexpr (keeps_places) {
+    for (std::size_t k = 0; k < room_.listed.size() && k < 2; ++k) {
+      const auto& a = room_.active[room_.listed[k]];
+      detail::prefetch(room_.waiting.data() + a.id);  // its dependants' counts are near its own
+      if constexpr (requires { transport_.prefetch(a.req); }) transport_.prefetch(a.req);
+    }
+  }
 }
 
 template <transport Transport>

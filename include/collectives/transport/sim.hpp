@@ -63,7 +63,15 @@ class sim_group {
   template <class Step>
   double run(Step&& step) {
     const sim_detail::picoseconds began = world_->now();
-    world_->run([&](int r) -> bool { return step(r); });
+    world_->run([&](int r) -> bool { return step(r); }, [](int, int) noexcept {});
+    return static_cast<double>(world_->now() - began) * 1e-12;
+  }
+  // The same, with `warm(r, stage)` called ahead of step(r), to ask for the lines the
+  // step will read (world::run): stage 0 first, then 1, then 2, nearer each time.
+  template <class Step, class Warm>
+  double run(Step&& step, Warm&& warm) {
+    const sim_detail::picoseconds began = world_->now();
+    world_->run([&](int r) -> bool { return step(r); }, [&](int r, int stage) noexcept { warm(r, stage); });
     return static_cast<double>(world_->now() - began) * 1e-12;
   }
 
@@ -124,6 +132,8 @@ class sim {
   bool test(request& r) { return world_->test(rank_, r.slot); }
   void cancel(request& r) noexcept { world_->cancel(rank_, r.slot); }
   void watch(request& r, std::vector<std::uint32_t>* list, std::uint32_t key) noexcept { world_->watch(rank_, r.slot, list, key); }
+  // Asks for the line a test of `r` reads, ahead of it.
+  void prefetch(const request& r) const noexcept { world_->prefetch_op(rank_, r.slot); }
   void abort() { world_->abort(rank_); }
 
   // Never waits: the group's run() moves the clock. True if something of this rank's

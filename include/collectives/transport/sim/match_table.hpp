@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "../../concepts/vocabulary.hpp"
+#include "../../runtime/prefetch.hpp"
 
 namespace collectives::sim_detail {
 
@@ -41,6 +42,19 @@ class match_table {
       if (e.peer == empty) return nullptr;
       if (e.holds(key)) return &e.queue;
     }
+  }
+
+  // Asks for the line where a look-up of `key` starts, ahead of the look-up.
+  void prefetch(const match_key& key) const noexcept {
+    if (!entries_.empty()) detail::prefetch(&entries_[home(key)]);
+  }
+
+  // Asks for the whole table, where it is a few lines (a ring's few keys), ahead of
+  // look-ups whose keys are not known yet.
+  void prefetch_all() const noexcept {
+    constexpr std::size_t per_line = 64 / sizeof(entry);
+    if (entries_.size() <= 4 * per_line)
+      for (std::size_t i = 0; i < entries_.size(); i += per_line) detail::prefetch(&entries_[i]);
   }
 
   // The queue of `key`, made (empty) if it had none.

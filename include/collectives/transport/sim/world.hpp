@@ -11,7 +11,6 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
-#include <functional>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -19,6 +18,7 @@
 #include <vector>
 
 #include "../../concepts/vocabulary.hpp"
+#include "../../runtime/prefetch.hpp"
 #include "../../error.hpp"
 #include "cluster_model.hpp"
 #include "flows.hpp"
@@ -234,6 +234,11 @@ class world {
     release(rank, std::exchange(slot, no_slot));
   }
 
+  // Asks for an op's line, ahead of a test of it (world::run's `warm`).
+  void prefetch_op(int rank, std::uint32_t slot) const noexcept {
+    if (slot != no_slot) prefetch(ranks_[static_cast<std::size_t>(rank)].ops.data() + slot);
+  }
+
   bool take_news(int rank) noexcept { return std::exchange(at(rank).news, false); }
 
   void watch(int rank, std::uint32_t slot, std::vector<std::uint32_t>* list, std::uint32_t key) noexcept {
@@ -259,13 +264,30 @@ class world {
   // and whenever something of its own finished; between, the clock moves to the next
   // event. Where no event is left while ranks wait, the clock jumps `stall` ahead once,
   // so that their calls meet their deadlines; if they still wait, this throws.
-  picoseconds run(const std::function<bool(int)>& step, picoseconds stall = to_picoseconds(24 * 3600.0)) {
+  //
+  // `warm(r, stage)` asks for the lines stepping rank r will read, ahead of it: stage 0
+  // a few ranks before r is stepped, stage 1 nearer, once what stage 0 fetched is in,
+  // stage 2 nearer still (the driver itself fetches the rank's state in those stages).
+  template <class Step, class Warm>
+  picoseconds run(Step&& step, Warm&& warm, picoseconds stall = to_picoseconds(24 * 3600.0)) {
     std::vector<char> finished(ranks_.size(), 0);
     int left = size();
     for (int r = 0; r < size(); ++r) note_news(r);
     bool jumped = false;
     for (;;) {
-      for (std::size_t i = 0; i < ready_.size(); ++i) {
+      for (std::size_t i = 0; i < ready_.size(); ++i) {  // it may grow meanwhile
+        if (i + 3 * stepping_ahead < ready_.size()) {
+          const int a = ready_[i + 3 * stepping_ahead];
+          prefetch(&at(a));
+          prefetch(reinterpret_cast<const char*>(&at(a)) + 64);
+          warm(a, 0);
+        }
+        if (i + 2 * stepping_ahead < ready_.size()) {
+          const int a = ready_[i + 2 * stepping_ahead];
+          at(a).queues.prefetch_all();
+          warm(a, 1);
+        }
+        if (i + stepping_ahead < ready_.size()) warm(ready_[i + stepping_ahead], 2);
         const int r = ready_[i];
         at(r).queued = false;
         if (!finished[std::size_t(r)] && step(r)) {
@@ -292,6 +314,8 @@ class world {
       if (!events_.empty() && events_.first_time() == now_) {
         const std::vector<event>& bucket = events_.open_first();
         for (std::size_t i = 0; i < bucket.size(); ++i) {  // it may grow meanwhile
+          if (i + 2 * reading_ahead < bucket.size()) fetch_first(bucket[i + 2 * reading_ahead]);
+          if (i + reading_ahead < bucket.size()) fetch_then(bucket[i + reading_ahead]);
           const event e = bucket[i];
           ++events_handled_;
           handle(e);
@@ -574,6 +598,28 @@ class world {
     }
     return next;
   }
+
+  // The driver reads ahead of the events it handles: the lines an event will touch
+  // (its rank's state, its op, its message, the queue it matches in) are fetched while
+  // the events before it are handled. Each rank's are cold by the time its next event
+  // comes, thousands of ranks later, and one after another each miss would cost the
+  // memory's whole latency. First what the event names, then what those lines name.
+  static constexpr std::size_t reading_ahead = 6, stepping_ahead = 4;
+  void fetch_first(const event& e) const noexcept {
+    prefetch(&ranks_[static_cast<std::size_t>(e.rank)]);
+    if (e.kind == event_kind::arrived || e.kind == event_kind::departs) prefetch(&messages_in_flight_[e.id]);
+    else if (e.kind == event_kind::flow_starts) prefetch(&records_[e.id]);
+  }
+  void fetch_then(const event& e) const noexcept {
+    const rank_state& r = ranks_[static_cast<std::size_t>(e.rank)];
+    if (e.kind == event_kind::arrived) {
+      const message& msg = messages_in_flight_[e.id];
+      r.queues.prefetch({msg.source, msg.tag});
+    } else if (e.kind == event_kind::sent || e.kind == event_kind::reduced) {
+      prefetch(r.ops.data() + e.id);
+    }
+  }
+  static void prefetch(const void* p) noexcept { detail::prefetch(p); }
 
   void handle(const event& e) {
     if (e.kind == event_kind::arrived) return arrive(e.rank, e.id);
