@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "../../runtime/prefetch.hpp"
+
 namespace collectives::sim_detail {
 
 using picoseconds = std::int64_t;
@@ -84,6 +86,16 @@ class flow_network {
     if (dirty_.empty()) return;
     share_among(now, dirty_.data(), dirty_.size());
     dirty_.clear();
+  }
+
+  // Takes the flow that ends first out of the order of ends, ahead of its finish().
+  void take_first() { ends_.remove(ends_.top()); }
+
+  // Ask for the lines of flow `id`, then (once that is in) those of its links.
+  void prefetch(std::uint32_t id) const noexcept { detail::prefetch(&flows_[id]); }
+  void prefetch_links(std::uint32_t id) const noexcept {
+    const flow& f = flows_[id];
+    for (std::size_t h = 0; h < f.hops; ++h) detail::prefetch(&links_[f.path[h]]);
   }
 
   // The flow that ends first (after settle()), and when; none when no flow is left.
