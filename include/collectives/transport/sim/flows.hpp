@@ -34,6 +34,47 @@ std::uint32_t take_slot(std::vector<T>& pool, std::vector<std::uint32_t>& unused
   return slot;
 }
 
+// The flows on one link, in the order they started. A link seldom carries more than a
+// few (a ring's port one or two): they are kept in the link itself, and in an
+// allocation of their own only beyond that, so that a look at a link's flows reads
+// one line, not two.
+class flow_list {
+ public:
+  const std::uint32_t* begin() const noexcept { return size_ <= kept ? kept_ : spilled_.data(); }
+  const std::uint32_t* end() const noexcept { return begin() + size_; }
+  std::size_t size() const noexcept { return size_; }
+
+  void push_back(std::uint32_t id) {
+    if (size_ < kept) {
+      kept_[size_++] = id;
+      return;
+    }
+    if (size_ == kept) spilled_.assign(kept_, kept_ + kept);
+    spilled_.push_back(id);
+    ++size_;
+  }
+  // Takes out `id`, which is in the list; the others keep their order.
+  void erase(std::uint32_t id) {
+    if (size_ <= kept) {
+      std::uint32_t* const at = std::find(kept_, kept_ + size_, id);
+      std::copy(at + 1, kept_ + size_, at);
+      --size_;
+      return;
+    }
+    spilled_.erase(std::find(spilled_.begin(), spilled_.end(), id));
+    if (--size_ == kept) {
+      std::copy(spilled_.begin(), spilled_.end(), kept_);
+      spilled_.clear();
+    }
+  }
+
+ private:
+  static constexpr std::uint32_t kept = 4;
+  std::uint32_t size_ = 0;
+  std::uint32_t kept_[kept]{};
+  std::vector<std::uint32_t> spilled_;
+};
+
 class flow_network {
  public:
   static constexpr std::uint32_t none = UINT32_MAX;
@@ -73,8 +114,7 @@ class flow_network {
     f.active = false;
     ends_.remove(id);
     for (std::size_t h = 0; h < f.hops; ++h) {
-      auto& on = links_[f.path[h]].flows;
-      on.erase(std::find(on.begin(), on.end(), id));
+      links_[f.path[h]].flows.erase(id);
       dirty_.push_back(f.path[h]);
     }
     unused_.push_back(id);
@@ -104,9 +144,9 @@ class flow_network {
   std::uint64_t owner(std::uint32_t id) const noexcept { return flows_[id].owner; }
 
  private:
-  struct link {
+  struct alignas(64) link {  // one line
     double capacity;  // bytes per picosecond
-    std::vector<std::uint32_t> flows;
+    flow_list flows;
   };
   struct flow {
     double remaining = 0;  // bytes, as of `since`
@@ -125,6 +165,7 @@ class flow_network {
   void share_among(picoseconds now, const std::uint32_t* path, std::size_t hops) {
     ++mark_;
     for (std::size_t h = 0; h < hops; ++h) {
+      if (h + 8 < hops) detail::prefetch(&links_[path[h + 8]]);  // thousands of links, in no order
       component_links_.clear();
       component_flows_.clear();
       visit_link(path[h]);

@@ -62,15 +62,18 @@ struct message {
 
 enum class link_class : std::uint8_t { on_host, across_hosts };
 
-struct rank_state {
+// Two lines read for most events and steps, then one seldom read.
+struct alignas(64) rank_state {
   std::vector<op> ops;
-  std::vector<std::uint32_t> unused;
-  match_table queues;  // posted receives not matched (slots), or early messages
-  std::vector<std::pair<std::uint32_t, error>> failures;  // by slot: why a failed op failed (seldom any)
-  picoseconds sending_until[2]{}, receiving_until[2]{}, reducing_until = 0;  // by link_class
-  picoseconds posting_until = 0;  // with shared bandwidth: messages' own costs, one at a time
+  std::uint32_t unused = no_slot;  // the op let go of last, whose `next` is the one before (a list)
   bool news = false;    // something finished since the rank last looked
   bool queued = false;  // in the driver's list of ranks to step
+  picoseconds posting_until = 0;  // with shared bandwidth: messages' own costs, one at a time
+  picoseconds reducing_until = 0;
+  picoseconds sending_until[2]{};  // by link_class
+  match_table queues;  // posted receives not matched (slots), or early messages
+  picoseconds receiving_until[2]{};
+  std::vector<std::pair<std::uint32_t, error>> failures;  // by slot: why a failed op failed (seldom any)
 };
 
 enum class event_kind : std::uint8_t {
@@ -366,7 +369,13 @@ class world {
 
   std::uint32_t make_op(int rank, op_kind kind, int peer, message_tag tag, std::size_t bytes) {
     rank_state& r = at(rank);
-    const std::uint32_t slot = take_slot(r.ops, r.unused);
+    std::uint32_t slot = r.unused;
+    if (slot == no_slot) {
+      slot = static_cast<std::uint32_t>(r.ops.size());
+      r.ops.emplace_back();
+    } else {
+      r.unused = r.ops[slot].next;
+    }
     op& o = r.ops[slot];
     o.kind = kind;
     o.state = op_state::posted;
@@ -385,7 +394,7 @@ class world {
     o.destination = nullptr;
     o.consume = nullptr;
     o.watcher = nullptr;
-    at(rank).unused.push_back(slot);
+    o.next = std::exchange(at(rank).unused, slot);
   }
 
   std::uint32_t make_message(int rank, message_tag tag, std::span<const std::byte> data) {
