@@ -62,9 +62,7 @@ class sim_group {
   // wait for messages no rank will send, their calls time out at their deadlines.
   template <class Step>
   double run(Step&& step) {
-    const sim_detail::picoseconds began = world_->now();
-    world_->run([&](int r) -> bool { return step(r); }, [](int, int) noexcept {});
-    return static_cast<double>(world_->now() - began) * 1e-12;
+    return run(std::forward<Step>(step), [](int, int) noexcept {});
   }
   // The same, with `warm(r, stage)` called ahead of step(r), to ask for the lines the
   // step will read (world::run): stage 0 first, then 1, then 2, nearer each time.
