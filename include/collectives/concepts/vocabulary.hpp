@@ -54,6 +54,9 @@ struct link_costs {
   // up), as COLLECTIVES_TUNE measures it; 0: as seconds_per_byte. The simulator's
   // measured model uses it; automatic's estimates do not yet.
   double memory_seconds_per_byte = 0;
+  // The buffers COLLECTIVES_TUNE streams through for it, and from which size on the
+  // simulator charges it in full.
+  static constexpr std::size_t memory_figure_bytes = std::size_t(32) << 20;
 };
 
 // The figures of each class of link a job has: between two ranks of one host, and

@@ -66,9 +66,6 @@ COLLECTIVES_DECL schedule ring_steps(int next, int previous, std::size_t bytes, 
 // Runs (so call numbers) of one class's measurement: four figures, each a warm-up and five.
 inline constexpr int runs_per_figure = 5, calls_per_link = 4 * (1 + runs_per_figure);
 
-// The buffers through which the memory figure's slices march: far larger than a
-// core's caches, as the buffers of the calls it stands for are.
-inline constexpr std::size_t memory_figure_bytes = std::size_t(32) << 20;
 
 // The ring shift among `members` (ranks of this communicator, this one among them),
 // as the calls numbered from `number`: the figures of one class of link as this rank
@@ -83,8 +80,8 @@ link_costs measure_links(communicator<Tr>& comm, const std::vector<int>& members
   // holds 512 KiB) and measures its flow control, which the calls' messages never meet.
   const std::size_t large = plan_request{}.slice_bytes;
   constexpr int small_rounds = 20, large_rounds = 6, burst = 8, burst_rounds = 5, runs = runs_per_figure;
-  const int memory_rounds = static_cast<int>(memory_figure_bytes / large);
-  std::vector<std::byte> out(memory_figure_bytes, std::byte{1}), in(memory_figure_bytes);
+  const int memory_rounds = static_cast<int>(link_costs::memory_figure_bytes / large);
+  std::vector<std::byte> out(link_costs::memory_figure_bytes, std::byte{1}), in(link_costs::memory_figure_bytes);
   executor_workspace<typename Tr::request> room;
   const auto median_of = [&](const schedule& plan) {
     timed_run(comm, plan, out, in, call, number++, room);

@@ -30,7 +30,7 @@ struct sim_link {
     const double f = std::log2(double(call_bytes) / in_cache_bytes) / std::log2(double(from_memory_bytes) / in_cache_bytes);
     return seconds_per_byte + f * (memory_seconds_per_byte - seconds_per_byte);
   }
-  static constexpr std::size_t in_cache_bytes = std::size_t(512) << 10, from_memory_bytes = std::size_t(32) << 20;
+  static constexpr std::size_t in_cache_bytes = std::size_t(512) << 10, from_memory_bytes = link_costs::memory_figure_bytes;
 };
 
 // Every rank has a port for each class of link, which sends and receives at once.
