@@ -192,7 +192,7 @@ struct hierarchical {
     for (const operation& op : part.ops) {
       operation o = op;
       if (o.peer >= 0) o.peer = members[std::size_t(o.peer)];
-      if (o.kind == op_kind::send || o.kind == op_kind::recv || o.kind == op_kind::recv_reduce) {
+      if (is_message(o.kind)) {
         if (o.tag & (tags & gather_bit ? piece_bits | gather_bit : piece_bits))
           throw std::length_error("hierarchical: a part's tags use the bits that number its pieces");
         o.tag |= tags;

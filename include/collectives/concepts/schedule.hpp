@@ -44,6 +44,10 @@ enum class op_kind : std::uint8_t {
   finalize,     // finish the reduction of `dst` (e.g. avg divides by the rank count)
 };
 
+constexpr bool is_message(op_kind k) noexcept {
+  return k == op_kind::send || k == op_kind::recv || k == op_kind::recv_reduce;
+}
+
 using op_id = std::uint32_t;
 inline constexpr op_id no_dependency = UINT32_MAX;  // ignored in dependency lists
 [[deprecated("use no_dependency")]] inline constexpr op_id no_op = no_dependency;

@@ -63,7 +63,7 @@ COLLECTIVES_DECL compact_plan::compact_plan(const schedule& plan, int rank, int 
   ops_.reserve(plan.ops.size());
   for (const operation& o : plan.ops) {
     std::uint32_t head = static_cast<std::uint32_t>(o.kind) | static_cast<std::uint32_t>(o.order) << 3;
-    if (o.kind == op_kind::send || o.kind == op_kind::recv || o.kind == op_kind::recv_reduce) {
+    if (is_message(o.kind)) {
       if (o.peer < 0 || o.peer >= size)
         throw error(errc::invalid_peer, "a plan for rank " + std::to_string(rank) + " of " + std::to_string(size) +
                                             " ranks has a message with rank " + std::to_string(o.peer));
