@@ -42,6 +42,10 @@ struct chunk_sink {
   void operator()(std::size_t offset, std::span<const std::byte> piece) const { consume(context, offset, piece); }
 };
 
+// A step a rank runs on its own buffers (a transport that charges them:
+// charges_local_steps).
+enum class local_step : std::uint8_t { copy, reduce };
+
 // Figures an automatic algorithm choice uses (alpha-beta model); a transport may
 // publish its own as `static constexpr link_costs costs`, or, when they depend on
 // what it chose at run time, as `link_costs current_costs() const`.
@@ -57,6 +61,9 @@ struct link_costs {
   // The buffers COLLECTIVES_TUNE streams through for it, and from which size on the
   // simulator charges it in full.
   static constexpr std::size_t memory_figure_bytes = std::size_t(32) << 20;
+  // A local copy of a byte within the caches, as COLLECTIVES_TUNE measures it; 0: not
+  // measured. The simulator's measured model charges a call's local copies by it.
+  double copy_seconds_per_byte = 0;
 };
 
 // The figures of each class of link a job has: between two ranks of one host, and
@@ -69,7 +76,8 @@ struct link_classes {
 
 constexpr bool same_figures(const link_costs& a, const link_costs& b) {
   return a.latency_s == b.latency_s && a.per_message_s == b.per_message_s && a.seconds_per_byte == b.seconds_per_byte &&
-         a.reduce_seconds_per_byte == b.reduce_seconds_per_byte && a.memory_seconds_per_byte == b.memory_seconds_per_byte;
+         a.reduce_seconds_per_byte == b.reduce_seconds_per_byte && a.memory_seconds_per_byte == b.memory_seconds_per_byte &&
+         a.copy_seconds_per_byte == b.copy_seconds_per_byte;
 }
 
 }  // namespace collectives

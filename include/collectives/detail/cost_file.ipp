@@ -62,6 +62,9 @@ std::string describe_costs(const link_costs& c) {
                               1e-9 / c.reduce_seconds_per_byte);
   if (c.memory_seconds_per_byte > 0 && n > 0 && std::size_t(n) < sizeof text)
     std::snprintf(text + n, sizeof text - std::size_t(n), ", %.3g GB/s from memory", 1e-9 / c.memory_seconds_per_byte);
+  const auto used = std::strlen(text);
+  if (c.copy_seconds_per_byte > 0 && used < sizeof text)
+    std::snprintf(text + used, sizeof text - used, ", copies %.3g GB/s", 1e-9 / c.copy_seconds_per_byte);
   return text;
 }
 

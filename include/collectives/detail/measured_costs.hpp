@@ -63,8 +63,8 @@ double timed_run(communicator<Tr>& comm, const schedule& plan, const std::vector
 COLLECTIVES_DECL schedule ring_steps(int next, int previous, std::size_t bytes, int rounds, int burst = 1,
                                      bool marching = false);
 
-// Runs (so call numbers) of one class's measurement: four figures, each a warm-up and five.
-inline constexpr int runs_per_figure = 5, calls_per_link = 4 * (1 + runs_per_figure);
+// Runs (so call numbers) of one class's measurement: six timings, each a warm-up and five.
+inline constexpr int runs_per_figure = 5, timings_per_link = 6, calls_per_link = timings_per_link * (1 + runs_per_figure);
 
 
 // The ring shift among `members` (ranks of this communicator, this one among them),
@@ -90,9 +90,15 @@ link_costs measure_links(communicator<Tr>& comm, const std::vector<int>& members
     std::nth_element(t.begin(), t.begin() + runs / 2, t.end());
     return t[runs / 2];
   };
-  const double step = median_of(ring_steps(next, previous, 8, small_rounds)) / small_rounds;
+  // A small step's time is the difference between runs of 2R and R steps, over R: a
+  // run's own start (its plan, the ranks starting apart) is as long as several steps.
+  const auto small_step = [&](int rounds, int messages) {
+    const double twice = median_of(ring_steps(next, previous, 8, 2 * rounds, messages));
+    return std::max(0.0, twice - median_of(ring_steps(next, previous, 8, rounds, messages))) / rounds;
+  };
+  const double step = small_step(small_rounds, 1);
   const double large_step = median_of(ring_steps(next, previous, large, large_rounds)) / large_rounds;
-  const double burst_step = median_of(ring_steps(next, previous, 8, burst_rounds, burst)) / burst_rounds;
+  const double burst_step = small_step(burst_rounds, burst);
   const double memory_step = median_of(ring_steps(next, previous, large, memory_rounds, 1, true)) / memory_rounds;
   link_costs c;
   c.per_message_s = std::max(0.0, (burst_step - step) / (burst - 1));
@@ -102,8 +108,10 @@ link_costs measure_links(communicator<Tr>& comm, const std::vector<int>& members
   return c;
 }
 
-// Seconds per byte of a float sum on this core: the reduction most calls make.
+// Seconds per byte of a float sum on this core (the reduction most calls make), and of
+// a copy, within the caches.
 COLLECTIVES_DECL double measure_reduction();
+COLLECTIVES_DECL double measure_copy();
 
 // The figures as COLLECTIVES_TUNE and COLLECTIVES_TUNE_FILE ask, rank 0's to be sent
 // to all: every rank takes part in the measurement.
@@ -140,6 +148,7 @@ shared_costs find_costs(communicator<Tr>& comm, const char* call) {
     found.source = 1;
     const double reduction = measure_reduction();
     found.classes.on_host.reduce_seconds_per_byte = found.classes.across_hosts.reduce_seconds_per_byte = reduction;
+    found.classes.on_host.copy_seconds_per_byte = found.classes.across_hosts.copy_seconds_per_byte = measure_copy();
     if (one_host) found.classes.across_hosts = found.classes.on_host;  // no call crosses
     if (alone_on_host0) found.classes.on_host = found.classes.across_hosts;  // no call of rank 0's stays
     const std::string how = "measured by COLLECTIVES_TUNE=1 over " + transport + " at " + std::to_string(comm.size()) +
