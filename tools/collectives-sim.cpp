@@ -281,7 +281,7 @@ int main(int argc, char** argv) {
       (model.leaves_block() ? ", leaves of " + std::to_string(model.hosts_per_leaf) + " hosts oversubscribed " +
                                   std::to_string(model.oversubscription).substr(0, 4) + ":1"
                             : "") +
-      slower("rank ", flags.slow_rank) + slower("the link of rank ", flags.slow_link);
+      slower("rank ", flags.slow_rank) + slower("the link of rank ", flags.slow_link) + (o.in_place ? ", in place" : "");
   std::printf("# collectives-sim %s: %d ranks, %d per host, model %s\n", argv[1], flags.ranks, model.ranks_per_host,
               model_words.c_str());
   std::printf("# %12s %12s %6s %6s %6s %-30s %12s %8s %8s %12s %8s\n", "size", "count", "type", "redop", "root", "algorithm",
@@ -295,7 +295,7 @@ int main(int argc, char** argv) {
     for (const candidate& c : runs) {
       coll::sim_group cluster(flags.ranks, model, coll::sim_payload::sizes_only);
       const auto began = std::chrono::steady_clock::now();
-      const auto r = c.run(cluster, {.count = per_call, .element_size = 4, .root = o.root});
+      const auto r = c.run(cluster, {.count = per_call, .element_size = 4, .root = o.root, .in_place = o.in_place});
       const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
       const double algbw = r.seconds > 0 ? double(bytes) / r.seconds / 1e9 : 0;
       std::printf("  %12zu %12zu %6s %6s %6d %-30s %12.2f %8.2f %8.2f %12llu %8.2f\n", bytes, count, "float",

@@ -29,6 +29,7 @@ struct simulation_request {
   std::size_t element_size = 4;  // bytes per element
   int root = 0;                  // broadcast, reduce, gather, scatter
   std::size_t slice_bytes = plan_request{}.slice_bytes;  // the pipeline's slices (ring, tree)
+  bool in_place = false;  // the output is the input: a model that charges copies charges none of it onto itself
 };
 
 struct simulation_result {
@@ -41,23 +42,23 @@ struct simulation_result {
 
 namespace detail {
 
-// The element work of a call whose buffers are never touched: each step is free and
-// every buffer is one address.
+// The element work of a call whose buffers are never touched: each step is free (the
+// transport charges what it costs). The buffers are addresses never read, the input's,
+// the output's and scratch's far apart, so that no region of one meets another's.
 class untouched_elements final : public element_work {
  public:
   explicit untouched_elements(std::size_t bytes_each) noexcept : element_work(bytes_each, false, false) {}
   void copy(std::byte*, const std::byte*, std::size_t) override {}
   void combine(std::byte*, const std::byte*, std::size_t, operand_order) override {}
   void finalize(std::byte*, std::size_t, int) override {}
-  std::byte* memory(room, std::size_t, reusable_host_memory&) override { return address(); }
+  std::byte* memory(room, std::size_t, reusable_host_memory&) override { return address(buffer_id::scratch); }
   void synchronize(deadline) override {}
   chunk_sink::consume_function fused_reduce() const noexcept override {
     return [](void*, std::size_t, std::span<const std::byte>) {};
   }
   void* op_address() noexcept override { return nullptr; }
-  static std::byte* address() noexcept {
-    static std::byte nothing;
-    return &nothing;
+  static std::byte* address(buffer_id b) noexcept {
+    return reinterpret_cast<std::byte*>((std::uintptr_t(1) + static_cast<std::uintptr_t>(b)) << 44);
   }
 };
 
@@ -113,8 +114,9 @@ simulation_result simulate(sim_group& cluster, Kind kind, const simulation_reque
   const auto began_messages = cluster.messages(), began_events = cluster.events();
   const call_context ctx = call_context::starting_at(cluster.now(), "simulate", 1, std::chrono::hours(24 * 365));
   for (auto& run : ranks) {
-    run->core.emplace(*run->plan, run->transport, detail::untouched_elements::address(),
-                      detail::untouched_elements::address(), work, run->room);
+    run->core.emplace(*run->plan, run->transport, detail::untouched_elements::address(buffer_id::input),
+                      detail::untouched_elements::address(what.in_place ? buffer_id::input : buffer_id::output), work,
+                      run->room);
     run->core->start();
   }
   // Thousands of ranks are stepped in turn, each one's state cold by its next turn: the

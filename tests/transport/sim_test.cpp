@@ -384,8 +384,9 @@ void check_halving_doubling(int p, std::size_t floats, bool phases) {
   CHECK(off_by(simulated<hd>(coll::kind::all_gather{}, p, floats / std::size_t(p)), all_gather, 0.01) == "");
 }
 
-// Direct at P ranks, links with gamma = 0 (above): reduce_scatter and all_gather of N
-// floats, and all_reduce of N floats in the schedule direct picks for them.
+// Direct at P ranks, links with gamma = 0 (above), and with gamma at 2 ranks:
+// reduce_scatter and all_gather of N floats, and all_reduce of N floats in the schedule
+// direct picks for them.
 void check_direct(int p, std::size_t floats) {
   CAPTURE(p);
   CAPTURE(floats);
@@ -395,6 +396,11 @@ void check_direct(int p, std::size_t floats) {
   CAPTURE(one_round);
   const double all_reduce = one_round ? alpha + (p - 1) * n * beta : 2 * alpha + 2 * share * beta;
   CHECK(off_by(simulated<coll::direct>(coll::kind::all_reduce{}, p, floats, no_gamma), all_reduce, 0.01) == "");
+  // Its reductions are local steps of the rank's core, each once its part has come: at
+  // 2 ranks one, after the only part, as the forms count it; at more, the first overlap
+  // the parts still coming.
+  const double reducing = (one_round ? (p - 1) * n : share) * gamma_;
+  if (p == 2) CHECK(off_by(simulated<coll::direct>(coll::kind::all_reduce{}, p, floats), all_reduce + reducing, 0.01) == "");
   if (floats % std::size_t(p)) return;
   const std::size_t part = floats / std::size_t(p);
   CHECK(off_by(simulated<coll::direct>(coll::kind::reduce_scatter{}, p, part, no_gamma), alpha + share * beta, 0.01) == "");
@@ -519,6 +525,39 @@ TEST_CASE("sim: ports, hosts and a straggler") {
   CHECK(off_by(broadcast_of(4 << 20), 1e-6 + (4 << 20) * 2e-10, 1e-6) == "");
   CHECK(off_by(broadcast_of(32 << 20), 1e-6 + (32 << 20) * 3e-10, 1e-6) == "");
   CHECK(off_by(broadcast_of(64 << 20), 1e-6 + (64 << 20) * 3e-10, 1e-6) == "");
+}
+
+TEST_CASE("sim: a rank's core: local steps, and reductions as the bytes come") {
+  // 1 MB a rank, links of 1 GB/s: a copy at 0.2 ns a byte, a reduction at 0.5 ns.
+  const coll::sim_link link{.latency_s = 1e-6, .seconds_per_byte = 1e-9};
+  const double copying = 2e-10, reducing = 5e-10, n = 1e6;
+  auto model = coll::cluster_model::uniform(link, reducing);
+  model.copy_seconds_per_byte = copying;
+  const auto seconds = [](const coll::cluster_model& m, int ranks, auto algorithm, bool in_place = false) {
+    coll::sim_group cluster(ranks, m, coll::sim_payload::sizes_only);
+    return coll::simulate<decltype(algorithm)>(cluster, coll::kind::all_reduce{}, {.count = 250000, .in_place = in_place})
+        .seconds;
+  };
+  // One rank: the input copied to the output, or nothing in place.
+  CHECK(off_by(seconds(model, 1, coll::ring{}), n * copying, 1e-6) == "");
+  CHECK(seconds(model, 1, coll::ring{}, true) == 0);
+  // Copies and reductions of one core take turns: direct at 2 ranks copies its half of
+  // the input to the output while its other half goes, then reduces the half it got.
+  CHECK(off_by(seconds(model, 2, coll::direct{}, true), 2e-6 + n * 1e-9 + n / 2 * reducing, 1e-6) == "");
+  // ring at 2 ranks reduces the half it receives, after it, or as its bytes come: then
+  // the reduction, faster than the link, ends with the last byte.
+  CHECK(off_by(seconds(model, 2, coll::ring{}, true), 2e-6 + n * 1e-9 + n / 2 * reducing, 1e-6) == "");
+  model.reduces_as_bytes_arrive = true;
+  CHECK(off_by(seconds(model, 2, coll::ring{}, true), 2e-6 + n * 1e-9, 1e-6) == "");
+  // One slower than the link ends its own time after the first byte.
+  model.reduce_seconds_per_byte = 3e-9;
+  CHECK(off_by(seconds(model, 2, coll::ring{}, true), 2e-6 + n / 2 * 1e-9 + n / 2 * 3e-9, 1e-6) == "");
+  // A call out of the caches: the core's steps are as much dearer as the on-host link's bytes.
+  auto from_memory = coll::cluster_model::uniform({.latency_s = 0, .seconds_per_byte = 1e-10, .memory_seconds_per_byte = 3e-10});
+  from_memory.copy_seconds_per_byte = copying;
+  coll::sim_group alone(1, from_memory, coll::sim_payload::sizes_only);
+  CHECK(off_by(coll::simulate<coll::ring>(alone, coll::kind::all_reduce{}, {.count = 16 << 20}).seconds, (64 << 20) * copying * 3,
+               1e-6) == "");
 }
 
 TEST_CASE("sim: shared bandwidth: a host's NIC, a leaf's uplinks") {

@@ -5,6 +5,7 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <type_traits>
 #include <vector>
@@ -54,6 +55,15 @@ concept lists_finished_requests = transport<T> &&
     requires(T& t, typename T::request& r, std::vector<std::uint32_t>* list, std::uint32_t key) {
       { t.watch(r, list, key) } noexcept;
     };
+
+// Optional capability: the transport's clock charges a rank's local steps (a
+// simulated cluster's model of its core): post_local_step(step, bytes) is posted once
+// the step has run and finishes when its cost has passed; no request where the step
+// costs nothing. Other transports' local steps are done once they have run.
+template <class T>
+concept charges_local_steps = transport<T> && requires(T& t, local_step step, std::size_t bytes) {
+  { t.post_local_step(step, bytes) } -> std::same_as<std::optional<typename T::request>>;
+};
 
 // Optional capability: messages between buffers of another memory space (device
 // memory), posted with the space as a tag: post_send(peer, tag, out, Space{}) and

@@ -136,6 +136,15 @@ class executor_core {
   std::size_t bytes_in(region r) const noexcept { return r.count * work_.element_size; }
 
   void finish(op_id id);
+  // A local step that has run is done; where the transport's clock charges it (a
+  // simulated core), once the transport says so. A copy onto itself costs nothing.
+  void finish_local(op_id id, const operation& o, local_step step) {
+    if constexpr (charges_local_steps<Transport>) {
+      if (step == local_step::reduce || address(o.dst) != address(o.src))
+        if (auto charged = transport_.post_local_step(step, bytes_in(o.dst))) return activate(id, *charged, o);
+    }
+    finish(id);
+  }
   bool start_ready(const call_context& ctx);
 
   // Messages between buffers of the call's memory space: plain ones for host memory,
@@ -304,7 +313,7 @@ std::string executor_core<Transport>::timeout_message(const call_context& ctx) c
 template <transport Transport>
 void executor_core<Transport>::prepare() {
   const std::size_t n = plan_.size();
-  std::size_t messages = 0, fused_receives = 0;
+  std::size_t requests = 0, fused_receives = 0;  // posted to the transport: messages, and charged local steps
   room_.waiting.assign(n, 0);
   room_.ready.clear();
   room_.active.clear();
@@ -316,16 +325,17 @@ void executor_core<Transport>::prepare() {
   for (std::size_t k = 0; k < plan_.edges(); ++k) ++room_.waiting[successors_[k]];
   for (std::size_t i = 0; i < n; ++i) {
     const op_kind kind = plan_.kind(static_cast<op_id>(i));
-    messages += kind == op_kind::send || kind == op_kind::recv || kind == op_kind::recv_reduce;
+    const bool local = kind == op_kind::copy || kind == op_kind::reduce;
+    requests += is_message(kind) || (charges_local_steps<Transport> && local);
     fused_receives += kind == op_kind::recv_reduce;
   }
   room_.ready.reserve(n);
   for (std::size_t i = 0; i < n; ++i)
     if (room_.waiting[i] == 0) room_.ready.push_back(static_cast<op_id>(i));
-  room_.active.reserve(messages);
+  room_.active.reserve(requests);
   // Sinks point into it: it must never move. With places kept, a fused receive's target
-  // is at its place in the active list, which never has more than the plan's messages.
-  if (fused_) room_.fused.reserve(keeps_places ? messages : fused_receives);
+  // is at its place in the active list, which never has more than the plan's requests.
+  if (fused_) room_.fused.reserve(keeps_places ? requests : fused_receives);
   scratch_ = work_.memory(element_work::room::scratch, plan_.scratch_count(), room_.scratch);
   if (!fused_) staging_ = work_.memory(element_work::room::staging, plan_.staging_count(), room_.staging);
 }
@@ -389,11 +399,11 @@ bool executor_core<Transport>::start_ready(const call_context& ctx) {
     switch (o.kind) {
       case op_kind::copy:
         traced(what::copy, o.dst.count, [&] { work_.copy(address(o.dst), address(o.src), o.dst.count); });
-        finish(id);
+        finish_local(id, o, local_step::copy);
         break;
       case op_kind::reduce:
         traced(what::reduce, o.dst.count, [&] { work_.combine(address(o.dst), address(o.src), o.dst.count, o.order); });
-        finish(id);
+        finish_local(id, o, local_step::reduce);
         break;
       case op_kind::finalize:
         if (work_.finalizes)
@@ -472,7 +482,7 @@ void executor_core<Transport>::activate(op_id id, request req, const operation& 
   } else {
     room_.active.push_back({id, req});
   }
-  if (tracing_) trace_message(true, o);
+  if (tracing_ && is_message(o.kind)) trace_message(true, o);
 }
 
 template <transport Transport>
@@ -508,7 +518,7 @@ void executor_core<Transport>::complete_active(std::size_t i) {
     room_.active[i] = std::move(room_.active.back());
     room_.active.pop_back();
   }
-  if (tracing_) trace_message(false, plan_.op(id, rank_));
+  if (tracing_ && is_message(plan_.kind(id))) trace_message(false, plan_.op(id, rank_));
   if (!fused_ && plan_.kind(id) == op_kind::recv_reduce) {
     const operation o = plan_.op(id, rank_);
     traced(what::reduce, o.dst.count, [&] {

@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -126,6 +127,12 @@ class sim {
   request post_recv(int peer, message_tag tag, std::span<std::byte> into) { return {world_->post_recv(rank_, peer, tag, into)}; }
   request post_recv_reduce(int peer, message_tag tag, std::size_t bytes, std::size_t /*granule*/, chunk_sink sink) {
     return {world_->post_recv_reduce(rank_, peer, tag, bytes, sink)};
+  }
+  // A local step the executor has run costs this rank's core the model's time.
+  std::optional<request> post_local_step(local_step step, std::size_t bytes) {
+    const std::uint32_t slot = world_->post_local(rank_, step, bytes);
+    if (slot == sim_detail::no_slot) return std::nullopt;
+    return request{slot};
   }
   bool test(request& r) { return world_->test(rank_, r.slot); }
   void cancel(request& r) noexcept { world_->cancel(rank_, r.slot); }

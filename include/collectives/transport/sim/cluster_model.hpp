@@ -30,6 +30,10 @@ struct sim_link {
     const double f = std::log2(double(call_bytes) / in_cache_bytes) / std::log2(double(from_memory_bytes) / in_cache_bytes);
     return seconds_per_byte + f * (memory_seconds_per_byte - seconds_per_byte);
   }
+  // How many times a byte in cache a byte of such a call costs.
+  double memory_factor_at(std::size_t call_bytes) const noexcept {
+    return seconds_per_byte > 0 ? seconds_per_byte_at(call_bytes) / seconds_per_byte : 1.0;
+  }
   static constexpr std::size_t in_cache_bytes = std::size_t(512) << 10, from_memory_bytes = link_costs::memory_figure_bytes;
 };
 
@@ -40,14 +44,20 @@ struct sim_link {
 // With it, a message's bytes are a flow through every link it crosses (the two ports,
 // or the NICs, and a leaf switch's uplinks), the flows on a link share it max-min
 // fairly, and the message arrives `latency_s` after its last byte left. A message
-// costs its sender `per_message_s` before it leaves, one message at a time. A received
-// message that is reduced takes `reduce_seconds_per_byte` of its receiver's core, one
-// reduction at a time. Copies are free.
+// costs its sender `per_message_s` before it leaves, one message at a time.
+//
+// A rank's core does one thing at a time: reducing a received message, and the
+// call's local steps, a reduction (`reduce_seconds_per_byte`) or a copy
+// (`copy_seconds_per_byte`; 0: copies are free). A received message is reduced once it
+// has arrived, or, with `reduces_as_bytes_arrive`, as its bytes come (as the CPU
+// transports do it, piece by piece), finishing no sooner than its last byte.
 struct cluster_model {
   int ranks_per_host = 1;
   sim_link on_host{};       // between two ranks of one host
   sim_link across_hosts{};  // between hosts, through the NICs
   double reduce_seconds_per_byte = 0;
+  double copy_seconds_per_byte = 0;
+  bool reduces_as_bytes_arrive = false;
   // A straggler: this rank's ports and core take `slow_factor` times as long.
   int slow_rank = -1;
   double slow_factor = 1;
@@ -87,14 +97,18 @@ struct cluster_model {
 
   // The figures COLLECTIVES_TUNE measures on a real machine (docs/tuning.md; a cost
   // file holds them), with ports that send one message at a time, as the measurement's
-  // ring shift sees them.
+  // ring shift sees them, and reductions made as the bytes come, as the transports
+  // measured make them. Local steps cost what the core's figures say, times how much
+  // dearer the on-host link's byte is at the call's size (sim_link::memory_factor_at).
   static cluster_model measured(const link_classes& links, int ranks_per_host) {
     const auto link = [](const link_costs& c) {
       return sim_link{.latency_s = c.latency_s, .seconds_per_byte = c.seconds_per_byte, .per_message_s = c.per_message_s,
                       .memory_seconds_per_byte = c.memory_seconds_per_byte};
     };
     return {.ranks_per_host = ranks_per_host, .on_host = link(links.on_host), .across_hosts = link(links.across_hosts),
-            .reduce_seconds_per_byte = links.on_host.reduce_seconds_per_byte};
+            .reduce_seconds_per_byte = links.on_host.reduce_seconds_per_byte,
+            .copy_seconds_per_byte = links.on_host.copy_seconds_per_byte,
+            .reduces_as_bytes_arrive = true};
   }
 
   int host_of(int rank) const noexcept { return rank / ranks_per_host; }
@@ -122,7 +136,8 @@ struct cluster_model {
     for (const sim_link* l : {&on_host, &across_hosts})
       if (!(l->latency_s >= 0 && l->seconds_per_byte >= 0 && l->per_message_s >= 0 && l->memory_seconds_per_byte >= 0))
         bad("a link's latency, seconds per byte (in cache and from memory) and per-message time must be 0 or more");
-    if (!(reduce_seconds_per_byte >= 0)) bad("reduce_seconds_per_byte must be 0 or more");
+    if (!(reduce_seconds_per_byte >= 0 && copy_seconds_per_byte >= 0))
+      bad("reduce_seconds_per_byte and copy_seconds_per_byte must be 0 or more");
     if (!(slow_factor > 0)) bad("slow_factor must be above 0");
     if (!(slow_link_factor > 0)) bad("slow_link_factor must be above 0");
     if (hosts_per_leaf < 0) bad("hosts_per_leaf must be 0 or more");

@@ -30,7 +30,7 @@ namespace collectives::sim_detail {
 using picoseconds = std::int64_t;
 inline picoseconds to_picoseconds(double seconds) { return std::llround(seconds * 1e12); }
 
-enum class op_kind : std::uint8_t { send, recv, recv_reduce };
+enum class op_kind : std::uint8_t { send, recv, recv_reduce, local };  // local: a step of the rank's core
 enum class op_state : std::uint8_t { unused, posted, done, failed };
 
 // One cache line: the driver touches thousands of ranks' ops in turn, each once or twice.
@@ -58,6 +58,7 @@ struct message {
   std::size_t bytes = 0;
   std::vector<std::byte> payload;  // data mode: the bytes as sent
   std::uint32_t next = no_slot;    // the next early message with the same (peer, tag)
+  picoseconds first_byte_at = 0;   // when its first byte reaches the receiver
 };
 
 enum class link_class : std::uint8_t { on_host, across_hosts };
@@ -177,9 +178,11 @@ class world {
 
   // Without shared bandwidth, the bytes of the calls about to run, per rank: where a
   // link has a memory figure, what a byte costs depends on it (sim_link::seconds_per_byte_at).
+  // The core's local steps are as much dearer as the on-host link's bytes.
   void set_call_bytes(std::size_t bytes) noexcept {
     seconds_per_byte_[int(link_class::on_host)] = model_.on_host.seconds_per_byte_at(bytes);
     seconds_per_byte_[int(link_class::across_hosts)] = model_.across_hosts.seconds_per_byte_at(bytes);
+    local_step_factor_ = model_.on_host.memory_factor_at(bytes);
   }
   std::uint64_t events() const noexcept { return events_handled_; }
 
@@ -208,6 +211,20 @@ class world {
     return match_posted(rank, slot);
   }
 
+  // A local step of `bytes` that rank's core has run: done once the core, which does
+  // one thing at a time, has spent what the model says it costs. no_slot where it
+  // costs nothing.
+  std::uint32_t post_local(int rank, local_step step, std::size_t bytes) {
+    const double per_byte = step == local_step::copy ? model_.copy_seconds_per_byte : model_.reduce_seconds_per_byte;
+    if (per_byte <= 0 || bytes == 0) return no_slot;
+    const std::uint32_t slot = make_op(rank, op_kind::local, -1, {}, bytes);
+    rank_state& r = at(rank);
+    r.reducing_until = std::max(now_, r.reducing_until) +
+                       to_picoseconds(static_cast<double>(bytes) * per_byte * local_step_factor_ * model_.slowdown(rank));
+    schedule(r.reducing_until, event_kind::reduced, rank, slot);
+    return slot;
+  }
+
   // True once the operation is done (its slot is then given back); throws its failure.
   bool test(int rank, std::uint32_t& slot) {
     if (aborted_by_ != not_aborted) throw error(errc::aborted, aborted_text(rank));
@@ -230,7 +247,7 @@ class world {
     if (slot == no_slot) return;
     rank_state& r = at(rank);
     op& o = r.ops[slot];
-    if (o.state == op_state::posted && o.kind != op_kind::send) {
+    if (o.state == op_state::posted && (o.kind == op_kind::recv || o.kind == op_kind::recv_reduce)) {
       match_queue* q = r.queues.find({o.peer, o.tag()});
       if (q && !q->early) unlink(r, q, slot);
     }
@@ -454,7 +471,7 @@ class world {
       return slot;
     }
     const std::uint32_t m = take_first(r.queues, &q, [&](std::uint32_t i) -> std::uint32_t& { return messages_in_flight_[i].next; });
-    deliver(rank, slot, m);
+    deliver(rank, slot, m, false);
     return slot;
   }
 
@@ -487,14 +504,14 @@ class world {
   // the first has come and the messages ahead of it are in, and no faster than a slower
   // sender sends them.
   void depart(int peer, std::uint32_t m) {
-    const message& msg = messages_in_flight_[m];
+    message& msg = messages_in_flight_[m];
     const link_class via = model_.same_host(msg.source, peer) ? link_class::on_host : link_class::across_hosts;
     const sim_link& link = link_of(via);
     const picoseconds sent = now_ + to_picoseconds(sending_s(msg.source, via, msg.bytes));
     picoseconds& in = at(peer).receiving_until[int(via)];
-    in = std::max(std::max(now_ + to_picoseconds(link.per_message_s + link.latency_s), in) +
-                      to_picoseconds(static_cast<double>(msg.bytes) * seconds_per_byte_[int(via)] * model_.slowdown(peer) *
-                                     slow_link(peer, via)),
+    msg.first_byte_at = std::max(now_ + to_picoseconds(link.per_message_s + link.latency_s), in);
+    in = std::max(msg.first_byte_at + to_picoseconds(static_cast<double>(msg.bytes) * seconds_per_byte_[int(via)] *
+                                                     model_.slowdown(peer) * slow_link(peer, via)),
                   sent + to_picoseconds(link.latency_s));
     schedule(in, event_kind::arrived, peer, m, 0);
   }
@@ -578,6 +595,7 @@ class world {
 
   void start_flow(std::uint32_t record) {
     const flow_record& f = records_[record];
+    messages_in_flight_[f.message].first_byte_at = now_ + to_picoseconds(link_of(f.via).latency_s);
     std::uint32_t path[flow_network::longest_path];
     const std::size_t hops = path_of(f.rank, f.peer, f.via, path);
     links_.start(now_, f.bytes, path, hops, record);
@@ -674,12 +692,13 @@ class world {
       return;
     }
     const std::uint32_t slot = take_first(r.queues, &q, [&](std::uint32_t s) -> std::uint32_t& { return r.ops[s].next; });
-    deliver(rank, slot, m);
+    deliver(rank, slot, m, true);
   }
 
   // Message m lands in receive `slot`, now: its bytes are written (data mode), and the
-  // receive is done, or, for a fused receive, once the rank's core has reduced it.
-  void deliver(int rank, std::uint32_t slot, std::uint32_t m) {
+  // receive is done, or, for a fused receive, once the rank's core has reduced it: from
+  // now, or, if it `just_arrived` and the model says so, from its first byte on.
+  void deliver(int rank, std::uint32_t slot, std::uint32_t m, bool just_arrived) {
     rank_state& r = at(rank);
     op& o = r.ops[slot];
     message& msg = messages_in_flight_[m];
@@ -691,8 +710,11 @@ class world {
       finished(rank, o, op_state::failed);
     } else if (o.kind == op_kind::recv_reduce && model_.reduce_seconds_per_byte > 0 && msg.bytes > 0) {
       if (carries_data_) o.sink()(0, msg.payload);
-      r.reducing_until = std::max(now_, r.reducing_until) +
-                         to_picoseconds(static_cast<double>(msg.bytes) * model_.reduce_seconds_per_byte * model_.slowdown(rank));
+      const picoseconds from = just_arrived && model_.reduces_as_bytes_arrive ? std::min(msg.first_byte_at, now_) : now_;
+      r.reducing_until = std::max(std::max(from, r.reducing_until) +
+                                      to_picoseconds(static_cast<double>(msg.bytes) * model_.reduce_seconds_per_byte *
+                                                     model_.slowdown(rank)),
+                                  now_);
       schedule(r.reducing_until, event_kind::reduced, rank, slot);
     } else {
       if (carries_data_ && msg.bytes > 0) {
@@ -722,6 +744,7 @@ class world {
   bool carries_data_;
   // Without shared bandwidth, each class of link's seconds per byte for the calls that run (set_call_bytes).
   double seconds_per_byte_[2] = {model_.on_host.seconds_per_byte, model_.across_hosts.seconds_per_byte};
+  double local_step_factor_ = 1;  // how much dearer than in cache a local step's bytes are (set_call_bytes)
   flow_network links_;
   std::uint32_t first_host_link_ = 0, first_leaf_link_ = 0;
   std::vector<flow_record> records_;
