@@ -78,6 +78,12 @@ struct hierarchical {
   static schedule plan(kind::all_reduce, const plan_request& req) {
     const layout l = layout_of(req);
     if (!l.uniform) return Inter::plan(kind::all_reduce{}, req);
+    // One level only (one host, or a rank a host): that level's all_reduce, without the
+    // pieces and the scratch between parts (on one host they made large calls two times
+    // slower than Intra's own all_reduce).
+    if constexpr (implements<Intra, kind::all_reduce>)
+      if (l.across.size() == 1) return Intra::plan(kind::all_reduce{}, one_level(req));
+    if (l.on_host.size() == 1) return Inter::plan(kind::all_reduce{}, one_level(req));
     // Pieces of the buffer, each through the three parts, one after another: the
     // host's part of piece j+1 runs while piece j crosses between hosts.
     const std::size_t pieces = piece_count(req);
@@ -128,6 +134,13 @@ struct hierarchical {
   {
     const layout l = layout_of(req);
     if (!l.uniform) return Inter::cost(kind::all_reduce{}, req);
+    if constexpr (estimates_cost<Intra, kind::all_reduce>)
+      if (l.across.size() == 1) {
+        plan_request here = one_level(req);
+        here.costs = req.on_host_costs;
+        return cost_of<Intra>(kind::all_reduce{}, here);
+      }
+    if (l.on_host.size() == 1) return Inter::cost(kind::all_reduce{}, one_level(req));
     const std::size_t pieces = piece_count(req), ranks_here = l.on_host.size();
     plan_request part = req;
     part.hosts = {};
@@ -146,6 +159,11 @@ struct hierarchical {
   static std::size_t piece_count(const plan_request& req) {
     const std::size_t bytes = req.count * (req.element_size ? req.element_size : 1);
     return std::clamp<std::size_t>(bytes / (std::size_t(2) << 20), 1, 16);
+  }
+
+  static plan_request one_level(plan_request req) {
+    req.hosts = {};
+    return req;
   }
 
   static std::vector<op_id> joined(std::vector<op_id> a, const std::vector<op_id>& b) {
