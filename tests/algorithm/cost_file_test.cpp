@@ -28,10 +28,10 @@ std::string error_of(const std::string& text) {
 
 const coll::link_classes example{{.latency_s = 2.5e-6, .per_message_s = 3e-7, .seconds_per_byte = 1.25e-10,
                                   .reduce_seconds_per_byte = 2e-10, .memory_seconds_per_byte = 2.5e-10,
-                                  .copy_seconds_per_byte = 5e-11},
+                                  .copy_seconds_per_byte = 5e-11, .middle_seconds_per_byte = 1.5e-10},
                                  {.latency_s = 4e-5, .per_message_s = 5e-6, .seconds_per_byte = 8e-9,
                                   .reduce_seconds_per_byte = 2e-10, .memory_seconds_per_byte = 9e-9,
-                                  .copy_seconds_per_byte = 5e-11}};
+                                  .copy_seconds_per_byte = 5e-11, .middle_seconds_per_byte = 8.5e-9}};
 
 }  // namespace
 
@@ -45,10 +45,11 @@ TEST_CASE("cost file: the figures saved read back, with the transport they were 
   CHECK(text.find("# collectives link costs: measured for a test") == 0);
 }
 
-TEST_CASE("cost file: one saved before the memory and copy figures were measured reads, without them") {
+TEST_CASE("cost file: one saved before the memory, copy and 4 MiB figures were measured reads, without them") {
   std::string text = coll::detail::cost_file_text(example, "shm", "saved earlier");
   for (const char* line : {"on_host.memory_seconds_per_byte 2.5e-10\n", "across_hosts.memory_seconds_per_byte 9e-09\n",
-                           "on_host.copy_seconds_per_byte 5e-11\n", "across_hosts.copy_seconds_per_byte 5e-11\n"}) {
+                           "on_host.copy_seconds_per_byte 5e-11\n", "across_hosts.copy_seconds_per_byte 5e-11\n",
+                           "on_host.middle_seconds_per_byte 1.5e-10\n", "across_hosts.middle_seconds_per_byte 8.5e-09\n"}) {
     const auto at = text.find(line);
     REQUIRE(at != std::string::npos);
     text.erase(at, std::string(line).size());
@@ -60,6 +61,7 @@ TEST_CASE("cost file: one saved before the memory and copy figures were measured
   CHECK(back.across_hosts.memory_seconds_per_byte == 0);
   CHECK(back.on_host.copy_seconds_per_byte == 0);
   CHECK(back.across_hosts.copy_seconds_per_byte == 0);
+  CHECK(back.on_host.middle_seconds_per_byte == 0);
 }
 
 TEST_CASE("cost file: each defect is an invalid_config error that names the line and the figure") {

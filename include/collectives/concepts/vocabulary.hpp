@@ -64,6 +64,11 @@ struct link_costs {
   // A local copy of a byte within the caches, as COLLECTIVES_TUNE measures it; 0: not
   // measured. The simulator's measured model charges a call's local copies by it.
   double copy_seconds_per_byte = 0;
+  // Moving a byte of a call whose buffers are 4 MiB, between the core's caches and
+  // memory (where a host's last-level cache may still hold them), as COLLECTIVES_TUNE
+  // measures it; 0: not measured. The simulator's measured model uses it.
+  double middle_seconds_per_byte = 0;
+  static constexpr std::size_t middle_figure_bytes = std::size_t(4) << 20;
 };
 
 // The figures of each class of link a job has: between two ranks of one host, and
@@ -77,7 +82,7 @@ struct link_classes {
 constexpr bool same_figures(const link_costs& a, const link_costs& b) {
   return a.latency_s == b.latency_s && a.per_message_s == b.per_message_s && a.seconds_per_byte == b.seconds_per_byte &&
          a.reduce_seconds_per_byte == b.reduce_seconds_per_byte && a.memory_seconds_per_byte == b.memory_seconds_per_byte &&
-         a.copy_seconds_per_byte == b.copy_seconds_per_byte;
+         a.copy_seconds_per_byte == b.copy_seconds_per_byte && a.middle_seconds_per_byte == b.middle_seconds_per_byte;
 }
 
 }  // namespace collectives

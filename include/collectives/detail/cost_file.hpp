@@ -6,7 +6,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <istream>
 #include <iterator>
 #include <sstream>
@@ -30,7 +29,8 @@ inline constexpr std::pair<const char*, double link_costs::*> cost_fields[] = {
     {"seconds_per_byte", &link_costs::seconds_per_byte},
     {"reduce_seconds_per_byte", &link_costs::reduce_seconds_per_byte},
     {"memory_seconds_per_byte", &link_costs::memory_seconds_per_byte},
-    {"copy_seconds_per_byte", &link_costs::copy_seconds_per_byte}};
+    {"copy_seconds_per_byte", &link_costs::copy_seconds_per_byte},
+    {"middle_seconds_per_byte", &link_costs::middle_seconds_per_byte}};
 inline constexpr std::size_t required_cost_fields = 4;
 
 COLLECTIVES_DECL std::string cost_file_text(const link_classes& c, std::string_view transport, std::string_view how);

@@ -57,15 +57,19 @@ link_classes parse_cost_file(std::istream& in, const std::string& path, std::str
 
 std::string describe_costs(const link_costs& c) {
   char text[200];
-  const int n = std::snprintf(text, sizeof text, "%.3g us latency, %.3g us per message, %.3g GB/s, reductions %.3g GB/s",
-                              c.latency_s * 1e6, c.per_message_s * 1e6, 1e-9 / c.seconds_per_byte,
-                              1e-9 / c.reduce_seconds_per_byte);
-  if (c.memory_seconds_per_byte > 0 && n > 0 && std::size_t(n) < sizeof text)
-    std::snprintf(text + n, sizeof text - std::size_t(n), ", %.3g GB/s from memory", 1e-9 / c.memory_seconds_per_byte);
-  const auto used = std::strlen(text);
-  if (c.copy_seconds_per_byte > 0 && used < sizeof text)
-    std::snprintf(text + used, sizeof text - used, ", copies %.3g GB/s", 1e-9 / c.copy_seconds_per_byte);
-  return text;
+  std::snprintf(text, sizeof text, "%.3g us latency, %.3g us per message, %.3g GB/s, reductions %.3g GB/s",
+                c.latency_s * 1e6, c.per_message_s * 1e6, 1e-9 / c.seconds_per_byte, 1e-9 / c.reduce_seconds_per_byte);
+  std::string words = text;
+  // The figures measured only by later versions, where the file has them.
+  for (auto [figure, what] : {std::pair{c.middle_seconds_per_byte, " GB/s at 4 MiB"},
+                              std::pair{c.memory_seconds_per_byte, " GB/s from memory"},
+                              std::pair{c.copy_seconds_per_byte, " GB/s copies"}})
+    if (figure > 0) {
+      std::snprintf(text, sizeof text, ", %.3g", 1e-9 / figure);
+      words += text;
+      words += what;
+    }
+  return words;
 }
 
 }  // namespace collectives::detail

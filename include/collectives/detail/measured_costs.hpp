@@ -57,14 +57,15 @@ double timed_run(communicator<Tr>& comm, const schedule& plan, const std::vector
 // `rounds` steps of a ring shift: each rank sends `bytes` to the next and receives
 // from the previous, a step starting when the one before has arrived, as the steps
 // of a collective do. `burst` messages of each step at once (one, for the latency and
-// the bandwidth; several, for the cost of each extra one). `marching`: each step's
-// message at the next place of buffers `rounds` messages long, as a large call's
-// slices move through its buffers, rather than all at the start.
+// the bandwidth; several, for the cost of each extra one). `marching_through` bytes:
+// each step's message at the next place of buffers that long (from their start again
+// once through), as a large call's slices move through its buffers, rather than all
+// at the start; 0: all at the start.
 COLLECTIVES_DECL schedule ring_steps(int next, int previous, std::size_t bytes, int rounds, int burst = 1,
-                                     bool marching = false);
+                                     std::size_t marching_through = 0);
 
-// Runs (so call numbers) of one class's measurement: six timings, each a warm-up and five.
-inline constexpr int runs_per_figure = 5, timings_per_link = 6, calls_per_link = timings_per_link * (1 + runs_per_figure);
+// Runs (so call numbers) of one class's measurement: seven timings, each a warm-up and five.
+inline constexpr int runs_per_figure = 5, timings_per_link = 7, calls_per_link = timings_per_link * (1 + runs_per_figure);
 
 
 // The ring shift among `members` (ranks of this communicator, this one among them),
@@ -80,7 +81,8 @@ link_costs measure_links(communicator<Tr>& comm, const std::vector<int>& members
   // holds 512 KiB) and measures its flow control, which the calls' messages never meet.
   const std::size_t large = plan_request{}.slice_bytes;
   constexpr int small_rounds = 20, large_rounds = 6, burst = 8, burst_rounds = 5, runs = runs_per_figure;
-  const int memory_rounds = static_cast<int>(link_costs::memory_figure_bytes / large);
+  const int memory_rounds = static_cast<int>(link_costs::memory_figure_bytes / large),
+            middle_rounds = 4 * static_cast<int>(link_costs::middle_figure_bytes / large);
   std::vector<std::byte> out(link_costs::memory_figure_bytes, std::byte{1}), in(link_costs::memory_figure_bytes);
   executor_workspace<typename Tr::request> room;
   const auto median_of = [&](const schedule& plan) {
@@ -99,12 +101,16 @@ link_costs measure_links(communicator<Tr>& comm, const std::vector<int>& members
   const double step = small_step(small_rounds, 1);
   const double large_step = median_of(ring_steps(next, previous, large, large_rounds)) / large_rounds;
   const double burst_step = small_step(burst_rounds, burst);
-  const double memory_step = median_of(ring_steps(next, previous, large, memory_rounds, 1, true)) / memory_rounds;
+  const double memory_step =
+      median_of(ring_steps(next, previous, large, memory_rounds, 1, link_costs::memory_figure_bytes)) / memory_rounds;
+  const double middle_step =
+      median_of(ring_steps(next, previous, large, middle_rounds, 1, link_costs::middle_figure_bytes)) / middle_rounds;
   link_costs c;
   c.per_message_s = std::max(0.0, (burst_step - step) / (burst - 1));
   c.latency_s = std::max(step - c.per_message_s, step / 10);  // a step costs latency + per message
   c.seconds_per_byte = std::max(1e-13, (large_step - step) / double(large));
   c.memory_seconds_per_byte = std::max(1e-13, (memory_step - step) / double(large));
+  c.middle_seconds_per_byte = std::max(1e-13, (middle_step - step) / double(large));
   return c;
 }
 

@@ -7,11 +7,11 @@
 
 namespace collectives::detail {
 
-schedule ring_steps(int next, int previous, std::size_t bytes, int rounds, int burst, bool marching) {
+schedule ring_steps(int next, int previous, std::size_t bytes, int rounds, int burst, std::size_t marching_through) {
   schedule s;
   std::vector<op_id> arrived;
   for (int i = 0; i < rounds; ++i) {
-    const std::size_t at = marching ? std::size_t(i) * bytes : 0;
+    const std::size_t at = marching_through ? std::size_t(i) * bytes % marching_through : 0;
     const region out{buffer_id::input, at, bytes}, in{buffer_id::output, at, bytes};
     std::vector<op_id> step;
     for (int m = 0; m < burst; ++m) {
@@ -21,7 +21,7 @@ schedule ring_steps(int next, int previous, std::size_t bytes, int rounds, int b
       s.add(send, arrived);
       step.push_back(s.add(recv, arrived));
     }
-    if (!marching) arrived = std::move(step);  // marching slices stream, as a pipeline's do
+    if (!marching_through) arrived = std::move(step);  // marching slices stream, as a pipeline's do
   }
   return s;
 }
