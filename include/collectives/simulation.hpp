@@ -110,7 +110,7 @@ simulation_result simulate(sim_group& cluster, Kind kind, const simulation_reque
   std::sort(distinct.begin(), distinct.end());
   result.distinct_plans = static_cast<std::size_t>(std::unique(distinct.begin(), distinct.end()) - distinct.begin());
 
-  cluster.set_call_bytes(what.count * what.element_size);
+  cluster.set_call_bytes(what.count * what.element_size, what.in_place);
   const auto began_messages = cluster.messages(), began_events = cluster.events();
   const call_context ctx = call_context::starting_at(cluster.now(), "simulate", 1, std::chrono::hours(24 * 365));
   for (auto& run : ranks) {

@@ -525,6 +525,18 @@ TEST_CASE("sim: ports, hosts and a straggler") {
   CHECK(off_by(broadcast_of(4 << 20), 1e-6 + (4 << 20) * 2e-10, 1e-6) == "");
   CHECK(off_by(broadcast_of(32 << 20), 1e-6 + (32 << 20) * 3e-10, 1e-6) == "");
   CHECK(off_by(broadcast_of(64 << 20), 1e-6 + (64 << 20) * 3e-10, 1e-6) == "");
+  // With a figure at 4 MiB too, each size between two of the three by the logarithm;
+  // a call in place streams through half its bytes.
+  from_memory.on_host.middle_seconds_per_byte = from_memory.across_hosts.middle_seconds_per_byte = 1.5e-10;
+  const auto broadcast_at = [&](std::size_t bytes, bool in_place) {
+    coll::sim_group cluster(2, from_memory, coll::sim_payload::sizes_only);
+    return coll::simulate<coll::direct>(cluster, coll::kind::broadcast{}, {.count = bytes / 4, .in_place = in_place}).seconds;
+  };
+  CHECK(off_by(broadcast_at(2 << 20, false), 1e-6 + (2 << 20) * (1e-10 + 0.5e-10 * 2 / 3), 1e-6) == "");
+  CHECK(off_by(broadcast_at(4 << 20, false), 1e-6 + (4 << 20) * 1.5e-10, 1e-6) == "");
+  CHECK(off_by(broadcast_at(16 << 20, false), 1e-6 + (16 << 20) * 2.5e-10, 1e-6) == "");
+  CHECK(off_by(broadcast_at(8 << 20, true), 1e-6 + (8 << 20) * 1.5e-10, 1e-6) == "");
+  CHECK(off_by(broadcast_at(64 << 20, true), 1e-6 + (64 << 20) * 3e-10, 1e-6) == "");
 }
 
 TEST_CASE("sim: a rank's core: local steps, and reductions as the bytes come") {

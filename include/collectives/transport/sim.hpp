@@ -74,9 +74,10 @@ class sim_group {
     return static_cast<double>(world_->now() - began) * 1e-12;
   }
 
-  // The bytes of each rank's buffer in the calls about to run, for a model whose cost of
-  // a byte depends on it (a measured one's memory figure: sim_link::seconds_per_byte_at).
-  void set_call_bytes(std::size_t bytes) noexcept { world_->set_call_bytes(bytes); }
+  // The bytes of each rank's buffer in the calls about to run, and whether they are in
+  // place, for a model whose cost of a byte depends on them (a measured one's memory
+  // figure: sim_link::seconds_per_byte_at).
+  void set_call_bytes(std::size_t bytes, bool in_place = false) noexcept { world_->set_call_bytes(bytes, in_place); }
 
   // Messages sent and events handled so far.
   std::uint64_t messages() const noexcept { return world_->messages(); }

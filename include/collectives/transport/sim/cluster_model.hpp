@@ -19,22 +19,31 @@ struct sim_link {
   double per_message_s = 0;              // the sender's port is busy this long per message, besides its bytes
   // Each byte of a call whose buffers are far larger than the caches; 0: as
   // seconds_per_byte. Without shared bandwidth, a call of up to a pipeline's slice per
-  // rank (512 KiB) pays seconds_per_byte, one of 32 MiB or more this, and one between
-  // them a figure between, by the logarithm of its size: where COLLECTIVES_TUNE
-  // measures the two, and how the cost of a byte grows as a call leaves the caches.
+  // rank (512 KiB) pays seconds_per_byte, one of 32 MiB or more this, one of 4 MiB
+  // middle_seconds_per_byte where it is given, and one between two of these sizes a
+  // figure between, by the logarithm of its size: where COLLECTIVES_TUNE measures them,
+  // and how the cost of a byte grows as a call leaves the caches. A call's size here
+  // is what it streams through as the measurement does, a separate input and output a
+  // rank: an in-place call of N bytes counts as N / 2 (world::set_call_bytes).
   double memory_seconds_per_byte = 0;
+  double middle_seconds_per_byte = 0;
 
   double seconds_per_byte_at(std::size_t call_bytes) const noexcept {
     if (memory_seconds_per_byte <= 0 || call_bytes <= in_cache_bytes) return seconds_per_byte;
     if (call_bytes >= from_memory_bytes) return memory_seconds_per_byte;
-    const double f = std::log2(double(call_bytes) / in_cache_bytes) / std::log2(double(from_memory_bytes) / in_cache_bytes);
-    return seconds_per_byte + f * (memory_seconds_per_byte - seconds_per_byte);
+    const auto between = [&](double from_bytes, double from, double to_bytes, double to) {
+      return from + std::log2(double(call_bytes) / from_bytes) / std::log2(to_bytes / from_bytes) * (to - from);
+    };
+    if (middle_seconds_per_byte <= 0) return between(in_cache_bytes, seconds_per_byte, from_memory_bytes, memory_seconds_per_byte);
+    if (call_bytes <= middle_bytes) return between(in_cache_bytes, seconds_per_byte, middle_bytes, middle_seconds_per_byte);
+    return between(middle_bytes, middle_seconds_per_byte, from_memory_bytes, memory_seconds_per_byte);
   }
   // How many times a byte in cache a byte of such a call costs.
   double memory_factor_at(std::size_t call_bytes) const noexcept {
     return seconds_per_byte > 0 ? seconds_per_byte_at(call_bytes) / seconds_per_byte : 1.0;
   }
-  static constexpr std::size_t in_cache_bytes = std::size_t(512) << 10, from_memory_bytes = link_costs::memory_figure_bytes;
+  static constexpr std::size_t in_cache_bytes = std::size_t(512) << 10, middle_bytes = link_costs::middle_figure_bytes,
+                               from_memory_bytes = link_costs::memory_figure_bytes;
 };
 
 // Every rank has a port for each class of link, which sends and receives at once.
@@ -103,7 +112,7 @@ struct cluster_model {
   static cluster_model measured(const link_classes& links, int ranks_per_host) {
     const auto link = [](const link_costs& c) {
       return sim_link{.latency_s = c.latency_s, .seconds_per_byte = c.seconds_per_byte, .per_message_s = c.per_message_s,
-                      .memory_seconds_per_byte = c.memory_seconds_per_byte};
+                      .memory_seconds_per_byte = c.memory_seconds_per_byte, .middle_seconds_per_byte = c.middle_seconds_per_byte};
     };
     return {.ranks_per_host = ranks_per_host, .on_host = link(links.on_host), .across_hosts = link(links.across_hosts),
             .reduce_seconds_per_byte = links.on_host.reduce_seconds_per_byte,
@@ -134,8 +143,9 @@ struct cluster_model {
     const auto bad = [](const std::string& what) { throw error(errc::invalid_config, "cluster_model: " + what); };
     if (ranks_per_host < 1) bad("ranks_per_host must be at least 1, got " + std::to_string(ranks_per_host));
     for (const sim_link* l : {&on_host, &across_hosts})
-      if (!(l->latency_s >= 0 && l->seconds_per_byte >= 0 && l->per_message_s >= 0 && l->memory_seconds_per_byte >= 0))
-        bad("a link's latency, seconds per byte (in cache and from memory) and per-message time must be 0 or more");
+      if (!(l->latency_s >= 0 && l->seconds_per_byte >= 0 && l->per_message_s >= 0 && l->memory_seconds_per_byte >= 0 &&
+            l->middle_seconds_per_byte >= 0))
+        bad("a link's latency, seconds per byte (in cache, at 4 MiB and from memory) and per-message time must be 0 or more");
     if (!(reduce_seconds_per_byte >= 0 && copy_seconds_per_byte >= 0))
       bad("reduce_seconds_per_byte and copy_seconds_per_byte must be 0 or more");
     if (!(slow_factor > 0)) bad("slow_factor must be above 0");

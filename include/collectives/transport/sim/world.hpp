@@ -177,9 +177,11 @@ class world {
   std::uint64_t messages() const noexcept { return messages_; }
 
   // Without shared bandwidth, the bytes of the calls about to run, per rank: where a
-  // link has a memory figure, what a byte costs depends on it (sim_link::seconds_per_byte_at).
+  // link has a memory figure, what a byte costs depends on it (sim_link::seconds_per_byte_at;
+  // an in-place call streams through half the bytes of one with an output of its own).
   // The core's local steps are as much dearer as the on-host link's bytes.
-  void set_call_bytes(std::size_t bytes) noexcept {
+  void set_call_bytes(std::size_t call_bytes, bool in_place = false) noexcept {
+    const std::size_t bytes = in_place ? call_bytes / 2 : call_bytes;
     seconds_per_byte_[int(link_class::on_host)] = model_.on_host.seconds_per_byte_at(bytes);
     seconds_per_byte_[int(link_class::across_hosts)] = model_.across_hosts.seconds_per_byte_at(bytes);
     local_step_factor_ = model_.on_host.memory_factor_at(bytes);
