@@ -70,17 +70,18 @@ struct alignas(64) rank_state {
   bool news = false;    // something finished since the rank last looked
   bool queued = false;  // in the driver's list of ranks to step
   picoseconds posting_until = 0;  // with shared bandwidth: messages' own costs, one at a time
-  picoseconds reducing_until = 0;
+  picoseconds reducing_until = 0;  // the core is busy until then (reductions, local steps)
   picoseconds sending_until[2]{};  // by link_class
   match_table queues;  // posted receives not matched (slots), or early messages
   picoseconds receiving_until[2]{};
   std::vector<std::pair<std::uint32_t, error>> failures;  // by slot: why a failed op failed (seldom any)
+  std::vector<picoseconds> posted_at;  // by slot: when a fused receive was posted (reduces_as_bytes_arrive only)
 };
 
 enum class event_kind : std::uint8_t {
   sent,     // a send's bytes have left its port: the send is done
   arrived,  // a message's last byte is in: it matches a receive, or waits as early
-  reduced,  // a fused receive's reduction has run
+  reduced,  // the rank's core has done a step: a fused receive's reduction, or a local step
   flow_starts,  // shared bandwidth: a message's bytes begin to flow (id: its flow record)
   departs,      // a message that waited for its sender's port leaves it (rank: the receiver)
 };
@@ -207,9 +208,14 @@ class world {
 
   std::uint32_t post_recv_reduce(int rank, int peer, message_tag tag, std::size_t bytes, chunk_sink sink) {
     const std::uint32_t slot = post_receive(rank, op_kind::recv_reduce, peer, tag, bytes);
-    op& o = at(rank).ops[slot];
+    rank_state& r = at(rank);
+    op& o = r.ops[slot];
     o.destination = sink.context;
     o.consume = sink.consume;
+    if (model_.reduces_as_bytes_arrive) {  // it reduces no byte before it is posted
+      if (r.posted_at.size() <= slot) r.posted_at.resize(slot + 1);
+      r.posted_at[slot] = now_;
+    }
     return match_posted(rank, slot);
   }
 
@@ -699,7 +705,8 @@ class world {
 
   // Message m lands in receive `slot`, now: its bytes are written (data mode), and the
   // receive is done, or, for a fused receive, once the rank's core has reduced it: from
-  // now, or, if it `just_arrived` and the model says so, from its first byte on.
+  // now, or, if it `just_arrived` and the model says so, from its first byte on (or
+  // from its posting, if that came later).
   void deliver(int rank, std::uint32_t slot, std::uint32_t m, bool just_arrived) {
     rank_state& r = at(rank);
     op& o = r.ops[slot];
@@ -712,7 +719,9 @@ class world {
       finished(rank, o, op_state::failed);
     } else if (o.kind == op_kind::recv_reduce && model_.reduce_seconds_per_byte > 0 && msg.bytes > 0) {
       if (carries_data_) o.sink()(0, msg.payload);
-      const picoseconds from = just_arrived && model_.reduces_as_bytes_arrive ? std::min(msg.first_byte_at, now_) : now_;
+      const picoseconds from = just_arrived && model_.reduces_as_bytes_arrive
+                                   ? std::max(std::min(msg.first_byte_at, now_), r.posted_at[slot])
+                                   : now_;
       r.reducing_until = std::max(std::max(from, r.reducing_until) +
                                       to_picoseconds(static_cast<double>(msg.bytes) * model_.reduce_seconds_per_byte *
                                                      model_.slowdown(rank)),
