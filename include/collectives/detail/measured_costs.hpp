@@ -94,9 +94,11 @@ link_costs measure_links(communicator<Tr>& comm, const std::vector<int>& members
   };
   // A small step's time is the difference between runs of 2R and R steps, over R: a
   // run's own start (its plan, the ranks starting apart) is as long as several steps.
+  // Where noise leaves no difference, the R steps' run over R.
   const auto small_step = [&](int rounds, int messages) {
     const double twice = median_of(ring_steps(next, previous, 8, 2 * rounds, messages));
-    return std::max(0.0, twice - median_of(ring_steps(next, previous, 8, rounds, messages))) / rounds;
+    const double once = median_of(ring_steps(next, previous, 8, rounds, messages));
+    return (twice > once ? twice - once : once) / rounds;
   };
   const double step = small_step(small_rounds, 1);
   const double large_step = median_of(ring_steps(next, previous, large, large_rounds)) / large_rounds;

@@ -9,7 +9,10 @@ namespace collectives::detail {
 
 schedule ring_steps(int next, int previous, std::size_t bytes, int rounds, int burst, std::size_t marching_through) {
   schedule s;
-  std::vector<op_id> arrived;
+  std::vector<op_id> arrived, received;  // received: each round's receive
+  // Marching, a receive waits for the one at its place a lap before, never writing
+  // the same bytes at once.
+  const std::size_t places = marching_through ? std::max<std::size_t>(1, marching_through / bytes) : 0;
   for (int i = 0; i < rounds; ++i) {
     const std::size_t at = marching_through ? std::size_t(i) * bytes % marching_through : 0;
     const region out{buffer_id::input, at, bytes}, in{buffer_id::output, at, bytes};
@@ -19,8 +22,10 @@ schedule ring_steps(int next, int previous, std::size_t bytes, int rounds, int b
       const operation send{.kind = op_kind::send, .peer = next, .tag = tag, .src = out};
       const operation recv{.kind = op_kind::recv, .peer = previous, .tag = tag, .dst = m ? s.reserve_scratch(bytes) : in};
       s.add(send, arrived);
-      step.push_back(s.add(recv, arrived));
+      const bool lapped = marching_through && std::size_t(i) >= places;
+      step.push_back(s.add(recv, lapped ? std::vector<op_id>{received[std::size_t(i) - places]} : arrived));
     }
+    received.push_back(step.front());
     if (!marching_through) arrived = std::move(step);  // marching slices stream, as a pipeline's do
   }
   return s;
