@@ -206,6 +206,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   const perf::options& o = parsed.opts;
+  if (o.in_place && *which != perf::collective::all_reduce && *which != perf::collective::reduce &&
+      *which != perf::collective::broadcast) {
+    std::fputs("collectives-sim: --in-place is simulated for all_reduce, reduce and broadcast only\n", stderr);
+    return 2;
+  }
   auto model = flags.model == "nvlink" ? coll::cluster_model::nvlink_hosts()
                                        : coll::cluster_model::uniform({.latency_s = 1e-6, .seconds_per_byte = 1.0 / 25e9}, 1.0 / 50e9);
   if (!flags.costs.empty()) {

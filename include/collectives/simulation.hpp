@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "concepts/algorithm.hpp"
@@ -29,7 +30,9 @@ struct simulation_request {
   std::size_t element_size = 4;  // bytes per element
   int root = 0;                  // broadcast, reduce, gather, scatter
   std::size_t slice_bytes = plan_request{}.slice_bytes;  // the pipeline's slices (ring, tree)
-  bool in_place = false;  // the output is the input: a model that charges copies charges none of it onto itself
+  // The output is the input (all_reduce, reduce and broadcast, whose in-place form is
+  // that): a model that charges copies charges none of it onto itself.
+  bool in_place = false;
 };
 
 struct simulation_result {
@@ -51,12 +54,15 @@ class untouched_elements final : public element_work {
   void copy(std::byte*, const std::byte*, std::size_t) override {}
   void combine(std::byte*, const std::byte*, std::size_t, operand_order) override {}
   void finalize(std::byte*, std::size_t, int) override {}
-  std::byte* memory(room, std::size_t, reusable_host_memory&) override { return address(buffer_id::scratch); }
+  std::byte* memory(room which, std::size_t, reusable_host_memory&) override {
+    return address(which == room::scratch ? buffer_id::scratch : buffer_id::staging);
+  }
   void synchronize(deadline) override {}
   chunk_sink::consume_function fused_reduce() const noexcept override {
     return [](void*, std::size_t, std::span<const std::byte>) {};
   }
   void* op_address() noexcept override { return nullptr; }
+  static_assert(sizeof(std::uintptr_t) >= 8, "sizes-only simulation keeps its buffers terabytes apart");
   static std::byte* address(buffer_id b) noexcept {
     return reinterpret_cast<std::byte*>((std::uintptr_t(1) + static_cast<std::uintptr_t>(b)) << 44);
   }
@@ -71,6 +77,10 @@ template <algorithm Algorithm, class Kind>
 simulation_result simulate(sim_group& cluster, Kind kind, const simulation_request& what) {
   if (cluster.carries_data())
     throw error(errc::invalid_config, "simulate: the cluster must be made with sim_payload::sizes_only");
+  constexpr bool input_is_output_in_place =
+      std::is_same_v<Kind, kind::all_reduce> || std::is_same_v<Kind, kind::reduce> || std::is_same_v<Kind, kind::broadcast>;
+  if (what.in_place && !input_is_output_in_place)
+    throw error(errc::invalid_config, "simulate: in_place is simulated for all_reduce, reduce and broadcast only");
   const int size = cluster.size();
   const cluster_model& model = cluster.model();
   std::vector<int> hosts(static_cast<std::size_t>(size));

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -70,6 +71,11 @@ class subgroup {
     requires fused_recv_reduce_transport<Base>
   {
     return base().post_recv_reduce(job_rank(peer), own(tag), bytes, granule, sink);
+  }
+  std::optional<request> post_local_step(local_step step, std::size_t bytes)
+    requires charges_local_steps<Base>
+  {
+    return base().post_local_step(step, bytes);
   }
   template <class Space>
   auto memory_operations(Space space)

@@ -20,7 +20,7 @@ struct sim_link {
   // Each byte of a call whose buffers are far larger than the caches; 0: as
   // seconds_per_byte. Without shared bandwidth, a call of up to a pipeline's slice per
   // rank (512 KiB) pays seconds_per_byte, one of 32 MiB or more this, one of 4 MiB
-  // middle_seconds_per_byte where it is given, and one between two of these sizes a
+  // middle_seconds_per_byte where it is given (with a memory figure only), and one between two of these sizes a
   // figure between, by the logarithm of its size: where COLLECTIVES_TUNE measures them,
   // and how the cost of a byte grows as a call leaves the caches. A call's size here
   // is what it streams through as the measurement does, a separate input and output a
@@ -59,14 +59,14 @@ struct sim_link {
 // call's local steps, a reduction (`reduce_seconds_per_byte`) or a copy
 // (`copy_seconds_per_byte`; 0: copies are free). A received message is reduced once it
 // has arrived, or, with `reduces_as_bytes_arrive`, as its bytes come (as the CPU
-// transports do it, piece by piece), finishing no sooner than its last byte.
+// transports do it, piece by piece), finishing no sooner than its last byte. A
+// received message is reduced at the in-cache figure (its bytes just came in); the
+// local steps, over the call's buffers, at it times sim_link::memory_factor_at.
 struct cluster_model {
   int ranks_per_host = 1;
   sim_link on_host{};       // between two ranks of one host
   sim_link across_hosts{};  // between hosts, through the NICs
   double reduce_seconds_per_byte = 0;
-  double copy_seconds_per_byte = 0;
-  bool reduces_as_bytes_arrive = false;
   // A straggler: this rank's ports and core take `slow_factor` times as long.
   int slow_rank = -1;
   double slow_factor = 1;
@@ -79,6 +79,9 @@ struct cluster_model {
   bool nic_per_host = false;    // one NIC per host (across_hosts' figures), which its ranks share; else one per rank
   int hosts_per_leaf = 0;       // hosts under one leaf switch; 0: one switch that never blocks
   double oversubscription = 1;  // a leaf's uplinks carry its hosts' NIC bandwidth divided by this
+  // The core (above): a local copy's cost, and whether a received message is reduced as its bytes come.
+  double copy_seconds_per_byte = 0;
+  bool reduces_as_bytes_arrive = false;
 
   // Every link alike (one host per rank), as the textbook formulas assume.
   static cluster_model uniform(sim_link link, double reduce_seconds_per_byte = 0) {
