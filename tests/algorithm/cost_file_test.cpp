@@ -62,6 +62,7 @@ TEST_CASE("cost file: one saved before the memory, copy and 4 MiB figures were m
   CHECK(back.on_host.copy_seconds_per_byte == 0);
   CHECK(back.across_hosts.copy_seconds_per_byte == 0);
   CHECK(back.on_host.middle_seconds_per_byte == 0);
+  CHECK(back.across_hosts.middle_seconds_per_byte == 0);
 }
 
 TEST_CASE("cost file: each defect is an invalid_config error that names the line and the figure") {

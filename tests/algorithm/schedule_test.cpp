@@ -413,6 +413,30 @@ TEST_CASE("hierarchical: only the host's part crosses between hosts, and the hos
   }
 }
 
+TEST_CASE("hierarchical: on one host, or one rank a host, the one level's own all_reduce") {
+  using H = coll::hierarchical<coll::direct, coll::halving_doubling>;
+  const auto same_ops = [](const coll::schedule& a, const coll::schedule& b) {
+    if (a.ops.size() != b.ops.size() || a.scratch_count != b.scratch_count) return false;
+    for (std::size_t i = 0; i < a.ops.size(); ++i)
+      if (a.ops[i].kind != b.ops[i].kind || a.ops[i].peer != b.ops[i].peer || a.ops[i].tag != b.ops[i].tag ||
+          a.ops[i].src.count != b.ops[i].src.count || a.ops[i].dst.count != b.ops[i].dst.count)
+        return false;
+    return true;
+  };
+  for (int p : {1, 3, 4})
+    for (std::size_t n : {std::size_t(0), std::size_t(7), std::size_t(1) << 20})
+      for (int r = 0; r < p; ++r) {
+        INFO("P=", p, " N=", n, " rank ", r);
+        coll::plan_request req{.rank = r, .size = p, .count = n};
+        const auto flat_direct = coll::direct::plan(coll::kind::all_reduce{}, req);
+        const auto flat_hd = coll::halving_doubling::plan(coll::kind::all_reduce{}, req);
+        req.hosts.assign(std::size_t(p), 0);  // one host
+        CHECK(same_ops(H::plan(coll::kind::all_reduce{}, req), flat_direct));
+        for (int q = 0; q < p; ++q) req.hosts[std::size_t(q)] = q;  // a rank a host
+        if (p > 1) CHECK(same_ops(H::plan(coll::kind::all_reduce{}, req), flat_hd));
+      }
+}
+
 TEST_CASE("direct all_reduce: one round up to direct_policy's limit, with every message posted at once") {
   for (int p : limit_sizes)
     for (std::size_t n : limit_counts) {

@@ -553,9 +553,14 @@ TEST_CASE("sim: a rank's core: local steps, and reductions as the bytes come") {
   // One rank: the input copied to the output, or nothing in place.
   CHECK(off_by(seconds(model, 1, coll::ring{}), n * copying, 1e-6) == "");
   CHECK(seconds(model, 1, coll::ring{}, true) == 0);
-  // Copies and reductions of one core take turns: direct at 2 ranks copies its half of
-  // the input to the output while its other half goes, then reduces the half it got.
+  // Copies and reductions of one core take turns: direct at 2 ranks sends half its
+  // input, reduces the half it got onto its own half, then sends that. In place its own
+  // half is where it stays; out of place it is copied to the output first, which, at
+  // 2 ns a byte, ends after the other half has come: the reduction waits for it.
   CHECK(off_by(seconds(model, 2, coll::direct{}, true), 2e-6 + n * 1e-9 + n / 2 * reducing, 1e-6) == "");
+  auto slow_copies = model;
+  slow_copies.copy_seconds_per_byte = 2e-9;
+  CHECK(off_by(seconds(slow_copies, 2, coll::direct{}), n / 2 * 2e-9 + n / 2 * reducing + 1e-6 + n / 2 * 1e-9, 1e-6) == "");
   // ring at 2 ranks reduces the half it receives, after it, or as its bytes come: then
   // the reduction, faster than the link, ends with the last byte.
   CHECK(off_by(seconds(model, 2, coll::ring{}, true), 2e-6 + n * 1e-9 + n / 2 * reducing, 1e-6) == "");
