@@ -156,10 +156,10 @@ class executor_core {
   // on a transport that offers it).
   request post_recv_reduce(const operation& o, message_tag tag);
 
-  // A posted message joins the active list; a transport that lists finished requests
-  // is asked to list this one by its place there. For such a transport the list's
-  // entries keep their places (a finished one is vacated, and the next message takes
-  // it), so that the place the transport reports is the entry, with no look-up by op
+  // A posted request (a message, or a local step the transport charges) joins the
+  // active list; a transport that lists finished requests is asked to list this one by
+  // its place there. For such a transport the list's entries keep their places (a
+  // finished one is vacated, and the next request takes it), so that the place the transport reports is the entry, with no look-up by op
   // (a ring of thousands of ranks would miss the cache on it for every message); and a
   // fused receive's target sits at the same place in `fused`.
   void activate(op_id id, request req, const operation& o);

@@ -73,9 +73,9 @@ struct executor_workspace {
 
   std::vector<std::uint32_t> waiting;          // by op: dependencies not finished yet
   std::vector<op_id> ready;                    // ops whose dependencies are done, in the order they became so
-  std::vector<active_op> active;               // posted messages not finished yet
+  std::vector<active_op> active;               // posted requests not finished yet (messages, charged local steps)
   std::vector<std::uint32_t> listed;           // places in `active` the transport listed as finished (lists_finished_requests)
-  std::vector<std::uint32_t> vacant;           // places in `active` whose message finished, where it keeps places
+  std::vector<std::uint32_t> vacant;           // places in `active` whose request finished, where it keeps places
   std::vector<fused_target> fused;             // fused receives point into it: sized before the first one
   static constexpr op_id vacated = ~op_id{};   // the op of a vacant place
   reusable_host_memory scratch, staging;
