@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <numeric>
 #include <set>
 #include <string>
 #include <string_view>
@@ -430,9 +431,12 @@ TEST_CASE("hierarchical: on one host, or one rank a host, the one level's own al
         coll::plan_request req{.rank = r, .size = p, .count = n};
         const auto flat_direct = coll::direct::plan(coll::kind::all_reduce{}, req);
         const auto flat_hd = coll::halving_doubling::plan(coll::kind::all_reduce{}, req);
-        req.hosts.assign(std::size_t(p), 0);  // one host
+        const std::vector<int> one_host(static_cast<std::size_t>(p), 0);
+        std::vector<int> a_host_each(static_cast<std::size_t>(p));
+        std::iota(a_host_each.begin(), a_host_each.end(), 0);
+        req.hosts = one_host;
         CHECK(same_ops(H::plan(coll::kind::all_reduce{}, req), flat_direct));
-        for (int q = 0; q < p; ++q) req.hosts[std::size_t(q)] = q;  // a rank a host
+        req.hosts = a_host_each;
         if (p > 1) CHECK(same_ops(H::plan(coll::kind::all_reduce{}, req), flat_hd));
       }
 }
