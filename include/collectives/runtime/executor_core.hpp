@@ -159,9 +159,10 @@ class executor_core {
   // A posted request (a message, or a local step the transport charges) joins the
   // active list; a transport that lists finished requests is asked to list this one by
   // its place there. For such a transport the list's entries keep their places (a
-  // finished one is vacated, and the next request takes it), so that the place the transport reports is the entry, with no look-up by op
-  // (a ring of thousands of ranks would miss the cache on it for every message); and a
-  // fused receive's target sits at the same place in `fused`.
+  // finished one is vacated, and the next request takes it), so that the place the
+  // transport reports is the entry, with no look-up by op (a ring of thousands of ranks
+  // would miss the cache on it for every message); and a fused receive's target sits
+  // at the same place in `fused`.
   void activate(op_id id, request req, const operation& o);
   static constexpr bool keeps_places = lists_finished_requests<Transport>;
   std::uint32_t next_place() const noexcept {
