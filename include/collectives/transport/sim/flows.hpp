@@ -16,10 +16,9 @@
 #include <vector>
 
 #include "../../runtime/prefetch.hpp"
+#include "events.hpp"
 
 namespace collectives::sim_detail {
-
-using picoseconds = std::int64_t;
 
 // A slot of `pool` for a new entry: the last one let go (listed in `unused`), or a new
 // one at the end. Slots never move between entries, so an event may name one.
