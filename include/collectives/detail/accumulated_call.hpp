@@ -1,11 +1,14 @@
-// The reducing calls whose op works on an accumulator type wider than the elements
-// (ops/accumulate.hpp): each rank widens its input, the ranks reduce the accumulators,
-// and each result is rounded to the element type once. An all_reduce reduce-scatters
-// the accumulators, rounds its own part and all-gathers the element type, so that
-// only the reduce phase carries the wider type; with an algorithm that does not plan
-// those two, it all-reduces the accumulators and rounds every element.
+// The reducing calls whose op reduces through a wider type (ops/accumulate.hpp) reduce
+// at owners: each rank sends each owner its part of the input in the element type (one
+// all_to_allv), each owner reduces every rank's part of its elements in rank order
+// through the op's accumulator and rounds each result once (owner_reduction.hpp), and
+// the results go where the call puts them: to every rank (all_gatherv), to the root
+// (gatherv) or to each rank's part (reduce_scatter). The links carry the element type
+// only, as many bytes as a plain all_reduce's; no partial sum travels, so no result
+// depends on the algorithm or the rank count's split of the work, and reproducible_sum
+// needs no exchange of scales: an owner sees every value of its blocks.
 //
-// These are blocking calls made of two or three calls of the algorithm, each with its
+// These are blocking calls made of two or three calls of the algorithms, each with its
 // own trace event and timeout, all under the name of the user's call, which the call
 // check sees once, as the user made it.
 #pragma once
@@ -18,70 +21,23 @@
 #include <type_traits>
 #include <vector>
 
+#include "../algorithm/automatic.hpp"
 #include "../ops/accumulate.hpp"
 #include "../ops/host_reduce.hpp"
 #include "agreed_scales.hpp"
 #include "call.hpp"
 #include "call_check.hpp"
+#include "owner_reduction.hpp"
 
 namespace collectives::detail {
 
-// The op, the accumulator and the conversions of a call: accumulate_as widens with a
-// conversion; reproducible_sum first agrees on a fixed_point scale per block of
-// elements. widen() converts a rank's whole input; narrow() `n` accumulators that hold
-// the input's elements from `first` on.
-template <class Op, class T>
-struct accumulation;
-
-template <class A, class Op, class T>
-struct accumulation<accumulating_op<A, Op>, T> {
-  using accumulator = A;
-  accumulating_op<A, Op> op;
-
-  template <class Comm>
-  accumulation(Comm&, const char*, accumulating_op<A, Op> o, std::span<const T>) : op(o) {}
-  void widen(std::span<const T> in, A* out) const { convert(in.data(), out, in.size()); }
-  void narrow(const A* in, T* out, std::size_t, std::size_t n) const { convert(in, out, n); }
-};
-
-template <class T>
-struct accumulation<reproducible_sum, T> {
-  static_assert(std::is_floating_point_v<T> || std::is_constructible_v<T, float>,
-                "collectives: reproducible_sum adds float, double and the narrow types (element_types.hpp)");
-  using accumulator = std::int64_t;
-  static constexpr std::size_t block = reproducible_sum::block;
-  reproducible_sum op;
-  std::vector<fixed_point> scales;  // by block
-
-  template <class Comm>
-  accumulation(Comm& comm, const char* call, reproducible_sum o, std::span<const T> input) : op(o) {
-    if (static_cast<std::uint64_t>(comm.size()) > op.max_terms)
-      throw error(errc::count_overflow, std::string(call) + ": reproducible_sum adds " + std::to_string(comm.size()) +
-                                            " ranks' values, more than its max_terms of " + std::to_string(op.max_terms));
-    std::vector<int> largest((input.size() + block - 1) / block);
-    for (std::size_t b = 0; b < largest.size(); ++b)
-      largest[b] = largest_exponent(input.subspan(b * block, std::min(block, input.size() - b * block)));
-    scales = agree_fixed_points(comm, call, largest, op.max_terms);
-  }
-  void widen(std::span<const T> in, std::int64_t* out) const {
-    for (std::size_t b = 0; b * block < in.size(); ++b)
-      scales[b].units_of(in.subspan(b * block, std::min(block, in.size() - b * block)), out + b * block);
-  }
-  void narrow(const std::int64_t* in, T* out, std::size_t first, std::size_t n) const {
-    for (std::size_t i = 0; i < n;) {  // a block's part at a time
-      const std::size_t b = (first + i) / block, k = std::min(n - i, (b + 1) * block - (first + i));
-      scales[b].values_of(std::span(in + i, k), out + i);
-      i += k;
-    }
-  }
-};
-
-// Room for `count` accumulators (uninitialized until widened), the communicator's own
-// until its next call through an accumulator.
-template <class A, transport Tr>
-A* accumulators(communicator<Tr>& comm, std::size_t count) {
-  static_assert(alignof(A) <= reusable_host_memory::alignment);
-  return reinterpret_cast<A*>(comm.workspace().accumulators.get(count * sizeof(A)));
+// Room for `count` elements, the communicator's own until its next call through an
+// accumulator (kept between calls whatever their size: a training step repeats the
+// same large call).
+template <class T, transport Tr>
+T* scratch_of(communicator<Tr>& comm, std::size_t count) {
+  static_assert(alignof(T) <= reusable_host_memory::alignment);
+  return reinterpret_cast<T*>(comm.workspace().accumulators.get(count * sizeof(T)));
 }
 
 // With call checking on, the user's call is checked once, as made (its count, element
@@ -108,7 +64,11 @@ class checked_once {
 
 template <class Algorithm, class Op, class T, class Space>
 constexpr bool check_accumulation() {
-  static_assert(check_reduction<Algorithm, Op, typename accumulation<Op, T>::accumulator>());
+  if constexpr (std::same_as<Op, reproducible_sum>)
+    static_assert(std::is_floating_point_v<T> || std::is_constructible_v<T, float>,
+                  "collectives: reproducible_sum adds float, double and the narrow types (element_types.hpp)");
+  else
+    static_assert(check_reduce_op<Op, typename Op::accumulator>());
   static_assert(std::is_same_v<Space, host_memory>,
                 "collectives: accumulate_as and reproducible_sum work on host memory (device buffers: not yet)");
   return true;
@@ -120,55 +80,119 @@ auto host_span(R&& r) {
   return std::span(std::ranges::data(r), std::ranges::size(r));
 }
 
-template <class Algorithm, transport Tr, class T, class Op>
-void all_reduce_through(communicator<Tr>& comm, std::span<const T> input, std::span<T> output, const Op& user_op) {
-  using A = typename accumulation<Op, T>::accumulator;
-  const char* call = "all_reduce";
-  const std::size_t count = input.size();
-  checked_once<Algorithm, Op, T, Tr> checked(comm, call, {.count = count});
-  accumulation<Op, T> acc(comm, call, user_op, input);
-  A* const wide = accumulators<A>(comm, count);
-  acc.widen(input, wide);
-  if constexpr (implements<Algorithm, kind::reduce_scatterv> && implements<Algorithm, kind::all_gatherv>) {
-    const auto counts = plan::even_chunk_counts(count, comm.size());
-    const std::size_t own = plan::displacements(counts)[static_cast<std::size_t>(comm.rank())];
-    const std::size_t own_count = counts[static_cast<std::size_t>(comm.rank())];
-    run<Algorithm>(comm, call, kind::reduce_scatterv{}, {.counts = counts}, wide, wide + own, acc.op);
-    acc.narrow(wide + own, output.data() + own, own, own_count);
-    no_reduce keep;
-    run<Algorithm>(comm, call, kind::all_gatherv{}, {.counts = counts}, output.data() + own, output.data(), keep);
+// The algorithm that runs a part of the call: the user's where it plans that kind,
+// else automatic (a tree has no all_gatherv, hierarchical only all_reduce).
+template <class Algorithm, class Kind>
+using part_algorithm = std::conditional_t<implements<Algorithm, Kind>, Algorithm, automatic>;
+
+// Where the rank count or the op's bound on terms makes the sum unsafe, before any byte moves.
+template <transport Tr, class Op>
+void check_terms(communicator<Tr>& comm, const char* call, const Op& op) {
+  if constexpr (std::same_as<Op, reproducible_sum>)
+    if (static_cast<std::uint64_t>(comm.size()) > op.max_terms)
+      throw error(errc::count_overflow, std::string(call) + ": reproducible_sum adds " + std::to_string(comm.size()) +
+                                            " ranks' values, more than its max_terms of " + std::to_string(op.max_terms));
+}
+
+// This rank's results: `input` holds the call's elements, owned[q] of them owned by
+// rank q back to back; after one all_to_allv this rank reduces every rank's part of
+// its own. The results (owned[rank] elements) lie in the communicator's scratch, after
+// the parts. Infinity or NaN under reproducible_sum is an error on every rank, naming
+// the ranks whose values hold it, and nothing has been written to the caller's buffers.
+template <transport Tr, class T, class Op>
+const T* reduce_at_owners(communicator<Tr>& comm, const char* call, const T* input, std::span<const std::size_t> owned,
+                          const Op& op) {
+  const int ranks = comm.size();
+  const std::size_t own = owned[static_cast<std::size_t>(comm.rank())];
+  T* const parts = scratch_of<T>(comm, (std::size_t(ranks) + 1) * own);
+  T* const results = parts + std::size_t(ranks) * own;
+  const std::vector<std::size_t> from_each(static_cast<std::size_t>(ranks), own);
+  no_reduce keep;
+  run<automatic>(comm, call, kind::all_to_allv{}, {.counts = owned, .recv_counts = from_each}, input, parts, keep);
+  if constexpr (std::same_as<Op, reproducible_sum>) {
+    std::vector<char> not_finite(static_cast<std::size_t>(ranks));
+    reduce_parts(op, parts, own, ranks, results, not_finite.data());
+    max any;
+    run<automatic>(comm, call, kind::all_reduce{}, {.count = not_finite.size()}, not_finite.data(), not_finite.data(), any);
+    if (std::find(not_finite.begin(), not_finite.end(), 1) != not_finite.end())
+      throw not_finite_values(call, ranks, not_finite);
   } else {
-    run<Algorithm>(comm, call, kind::all_reduce{}, {.count = count}, wide, wide, acc.op);
-    acc.narrow(wide, output.data(), 0, count);
+    reduce_parts(op, parts, own, ranks, results);
   }
+  return results;
 }
 
 template <class Algorithm, transport Tr, class T, class Op>
-void reduce_through(communicator<Tr>& comm, std::span<const T> input, std::span<T> output, const Op& user_op, int root) {
-  using A = typename accumulation<Op, T>::accumulator;
-  const char* call = "reduce";
-  const std::size_t count = input.size();
-  checked_once<Algorithm, Op, T, Tr> checked(comm, call, {.count = count, .root = root});
-  accumulation<Op, T> acc(comm, call, user_op, input);
-  A* const wide = accumulators<A>(comm, count);
-  acc.widen(input, wide);
-  run<Algorithm>(comm, call, kind::reduce{}, {.count = count, .root = root}, wide, wide, acc.op);
-  if (comm.rank() == root) acc.narrow(wide, output.data(), 0, count);
+void all_reduce_through(communicator<Tr>& comm, std::span<const T> input, std::span<T> output, const Op& op) {
+  const char* call = "all_reduce";
+  checked_once<Algorithm, Op, T, Tr> checked(comm, call, {.count = input.size()});
+  check_terms(comm, call, op);
+  const auto owned = owned_counts<Op>(input.size(), comm.size());
+  const T* results = reduce_at_owners(comm, call, input.data(), owned, op);
+  no_reduce keep;
+  run<part_algorithm<Algorithm, kind::all_gatherv>>(comm, call, kind::all_gatherv{}, {.counts = owned}, results,
+                                                    output.data(), keep);
 }
 
-// reduce_scatter (Kind and its request as the front end makes them) or reduce_scatterv;
-// this rank's part starts at element `own_first` of the input.
-template <class Algorithm, transport Tr, class Kind, class T, class Op>
-void reduce_scatter_through(communicator<Tr>& comm, const char* call, Kind kind, const plan_request& req,
-                            std::span<const T> input, std::span<T> output, std::size_t own_first, const Op& user_op) {
-  using A = typename accumulation<Op, T>::accumulator;
+template <class Algorithm, transport Tr, class T, class Op>
+void reduce_through(communicator<Tr>& comm, std::span<const T> input, std::span<T> output, const Op& op, int root) {
+  const char* call = "reduce";
+  checked_once<Algorithm, Op, T, Tr> checked(comm, call, {.count = input.size(), .root = root});
+  check_terms(comm, call, op);
+  const auto owned = owned_counts<Op>(input.size(), comm.size());
+  const T* results = reduce_at_owners(comm, call, input.data(), owned, op);
+  no_reduce keep;
+  run<part_algorithm<Algorithm, kind::gatherv>>(comm, call, kind::gatherv{}, {.root = root, .counts = owned}, results,
+                                                output.data(), keep);
+}
+
+// How many of `from`'s elements (owned by rank q: from[q] back to back) go to each rank
+// under `to`'s split of the same elements, and how many this rank gets from each.
+struct moved_counts {
+  std::vector<std::size_t> sent, received;
+};
+inline moved_counts shared_with(std::span<const std::size_t> from, std::span<const std::size_t> to, int rank) {
+  const auto from_at = plan::displacements(from), to_at = plan::displacements(to);
+  const auto overlap = [&](std::size_t a, std::size_t b) {  // from's part a with to's part b
+    const std::size_t first = std::max(from_at[a], to_at[b]), last = std::min(from_at[a] + from[a], to_at[b] + to[b]);
+    return last > first ? last - first : 0;
+  };
+  moved_counts m{std::vector<std::size_t>(from.size()), std::vector<std::size_t>(from.size())};
+  const auto r = static_cast<std::size_t>(rank);
+  for (std::size_t q = 0; q < from.size(); ++q) {
+    m.sent[q] = overlap(r, q);
+    m.received[q] = overlap(q, r);
+  }
+  return m;
+}
+
+// reduce_scatter or reduce_scatterv (`req` as the front end makes it), whose parts hold
+// `counts` elements. The owners are the parts' ranks, except where
+// reproducible_sum's blocks would be split between two: then whole blocks are reduced
+// and the results moved to the parts (one more all_to_allv of N/P elements per rank).
+template <class Algorithm, transport Tr, class T, class Op>
+void reduce_scatter_through(communicator<Tr>& comm, const char* call, const plan_request& req,
+                            std::span<const std::size_t> counts, std::span<const T> input, std::span<T> output,
+                            const Op& op) {
   checked_once<Algorithm, Op, T, Tr> checked(comm, call, req);
-  accumulation<Op, T> acc(comm, call, user_op, input);
-  A* const wide = accumulators<A>(comm, input.size() + output.size());
-  acc.widen(input, wide);
-  A* const own = wide + input.size();
-  run<Algorithm>(comm, call, kind, req, wide, own, acc.op);
-  acc.narrow(own, output.data(), own_first, output.size());
+  check_terms(comm, call, op);
+  std::vector<std::size_t> owned(counts.begin(), counts.end());
+  bool split_blocks = false;
+  if constexpr (std::same_as<Op, reproducible_sum>) {
+    const auto at = plan::displacements(counts);
+    for (std::size_t q = 1; q < counts.size(); ++q)
+      split_blocks = split_blocks || (at[q] % reproducible_sum::block != 0 && at[q] != input.size());
+    if (split_blocks) owned = owned_counts<Op>(input.size(), comm.size());
+  }
+  const T* results = reduce_at_owners(comm, call, input.data(), owned, op);
+  if (!split_blocks) {
+    std::copy_n(results, output.size(), output.data());
+    return;
+  }
+  const moved_counts moved = shared_with(owned, counts, comm.rank());
+  no_reduce keep;
+  run<automatic>(comm, call, kind::all_to_allv{}, {.counts = moved.sent, .recv_counts = moved.received}, results,
+                 output.data(), keep);
 }
 
 }  // namespace collectives::detail

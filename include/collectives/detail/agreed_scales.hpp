@@ -1,10 +1,11 @@
-// The fixed-point scales the ranks agree on, one per block of elements: what
-// reproducible_sum (accumulated_call.hpp) and agree_fixed_point (fixed_point.hpp) share.
+// The fixed-point scales the ranks agree on (agree_fixed_point, fixed_point.hpp), and the
+// error of a sum that no scale holds, which reproducible_sum's calls share.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,14 @@
 #include "call.hpp"
 
 namespace collectives::detail {
+
+// The error of a sum some of whose values are infinity or NaN: `whose[q]` is nonzero
+// where rank q's are.
+inline error not_finite_values(const char* call, int ranks, std::span<const char> whose) {
+  return error(errc::not_finite, std::string(call) + ": the values of rank(s) " +
+                                     ranks_missing(ranks, [&](int q) { return whose[std::size_t(q)] != 0; }) +
+                                     " hold infinity or NaN, which no fixed-point scale holds");
+}
 
 // The scale of each block of elements: `largest` holds this rank's largest_exponent()
 // of each block; the ranks take the largest of each (one all_reduce), and a block whose
@@ -31,9 +40,7 @@ std::vector<fixed_point> agree_fixed_points(communicator<Tr>& comm, const char* 
     const char flag = mine_not_finite;
     no_reduce keep;
     run<direct>(comm, call, kind::all_gather{}, {.count = 1}, &flag, whose.data(), keep);
-    const std::string ranks = ranks_missing(comm.size(), [&](int q) { return whose[std::size_t(q)] != 0; });
-    throw error(errc::not_finite, std::string(call) + ": the values of rank(s) " + ranks +
-                                      " hold infinity or NaN, which no fixed-point scale holds");
+    throw not_finite_values(call, comm.size(), whose);
   }
   std::vector<fixed_point> scales(largest.size());  // all zeros: any scale is exact
   for (std::size_t b = 0; b < largest.size(); ++b)

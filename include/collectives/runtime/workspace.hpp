@@ -39,6 +39,7 @@ class reusable_host_memory {
   std::byte* get(std::size_t bytes) {
     if (bytes > capacity_) {
       memory_.reset();  // the old pages go back before the new ones are taken
+      capacity_ = 0;    // and a failed allocation leaves none
       memory_.reset(static_cast<std::byte*>(::operator new(bytes, std::align_val_t{alignment})));
       capacity_ = bytes;
     }
@@ -79,8 +80,8 @@ struct executor_workspace {
   std::vector<fused_target> fused;             // fused receives point into it: sized before the first one
   static constexpr op_id vacated = ~op_id{};   // the op of a vacant place
   reusable_host_memory scratch, staging;
-  // The accumulators of a reduction through a wider type (detail/accumulated_call.hpp),
-  // kept between calls whatever their size: a training step repeats the same large call.
+  // The parts and results of a reduction at owners (detail/accumulated_call.hpp), kept
+  // between calls whatever their size: a training step repeats the same large call.
   reusable_host_memory accumulators;
 
   template <class Vector>
