@@ -5,6 +5,7 @@
 // Sums through an accumulator (ops/accumulate.hpp) round once, and reproducible_sum
 // gives the same bits whatever the algorithm, rank count and split of the values.
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -331,6 +332,63 @@ TEST_CASE("accumulate_as<float>: the large case, and plain bf16, which rounds at
   }
 }
 
+namespace {
+
+// A user's op that is not commutative (nor associative), and so says nothing of it:
+// through an accumulator it applies in rank order, ((x0 op x1) op x2) ..., under every
+// algorithm, since the owner of an element reduces all ranks' values of it itself.
+struct halve_then_add {
+  float operator()(float a, float b) const { return a * 0.5f + b; }
+};
+
+template <class A, class Op>
+void check_rank_order(int p, std::size_t n, Op user_op, float (*fold)(float, float, int)) {
+  const auto given = unit_inputs<coll::bf16>(p, n, unsigned(p * 7 + n));
+  std::vector<coll::bf16> want(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    float total = float(given[0][i]);
+    for (int q = 1; q < p; ++q) total = fold(total, float(given[std::size_t(q)][i]), q);
+    want[i] = coll::bf16(fold(total, 0.0f, -p));  // -p: the end (avg divides)
+  }
+  const auto op = coll::accumulate_as<float>(user_op);
+  const auto info = case_info(std::string(A::name) + " P=" + std::to_string(p) + " N=" + std::to_string(n));
+  on_ranks(p, [&](comm& c) {
+    const auto r = std::size_t(c.rank());
+    auto data = given[r];
+    coll::all_reduce<A>(c, data, op);
+    if (auto m = mismatch<coll::bf16>(data, want, "all_reduce"); !m.empty()) return m;
+    if constexpr (coll::implements<A, coll::kind::reduce>) {
+      std::vector<coll::bf16> at_root(c.rank() == 1 % c.size() ? n : 0);
+      coll::reduce<A>(c, given[r], at_root, op, 1 % c.size());
+      if (!at_root.empty())
+        if (auto m = mismatch<coll::bf16>(at_root, want, "reduce"); !m.empty()) return m;
+    }
+    if constexpr (coll::implements<A, coll::kind::reduce_scatterv>) {
+      const auto counts = uneven_counts(c.size(), n / std::size_t(2 * c.size()));
+      const std::size_t total = std::accumulate(counts.begin(), counts.end(), std::size_t(0));
+      if (total > n) return std::string();
+      const std::size_t own = coll::plan::displacements(counts)[r];
+      std::vector<coll::bf16> part(counts[r]);
+      coll::reduce_scatterv<A>(c, std::span(given[r]).first(total), part, counts, op);
+      if (auto m = mismatch<coll::bf16>(part, std::span(want).subspan(own, counts[r]), "reduce_scatterv"); !m.empty())
+        return m;
+    }
+    return std::string();
+  });
+}
+
+}  // namespace
+
+TEST_CASE("accumulate_as<float>: a user's op that is not commutative, and avg, apply in rank order under every algorithm") {
+  under_every_algorithm([]<class A>() {
+    for (int p : rank_counts)
+      for (std::size_t n : {std::size_t(0), std::size_t(7), std::size_t(1000)}) {
+        check_rank_order<A>(p, n, halve_then_add{}, [](float a, float b, int q) { return q < 0 ? a : a * 0.5f + b; });
+        check_rank_order<A>(p, n, coll::avg{}, [](float a, float b, int q) { return q < 0 ? a / float(-q) : a + b; });
+      }
+  });
+}
+
 TEST_CASE("reproducible_sum: the fixed-point sum of the same values, bit for bit, under every algorithm" * doctest::timeout(300)) {
   under_every_algorithm([]<class A>() { check_reproducible_each_type<A>(); });
   for (int p : rank_counts) {
@@ -364,19 +422,37 @@ TEST_CASE("reproducible_sum: terms split unevenly over the ranks and added local
   }
 }
 
-TEST_CASE("reproducible_sum: infinity or NaN on one rank is an error on every rank, naming it") {
+TEST_CASE("reproducible_sum: infinity or NaN on one rank is an error on every rank, naming it, and loses no input") {
   for (int p : rank_counts)
     on_ranks(p, [&](comm& c) {
-      std::vector<float> data(10, 1.0f);
+      std::vector<float> data(1000, 1.0f);
       if (c.rank() == c.size() - 1) data[3] = std::numeric_limits<float>::quiet_NaN();
-      try {
-        coll::all_reduce(c, data, coll::reproducible_sum{});
-      } catch (const coll::error& e) {
-        const std::string want = "rank(s) " + std::to_string(c.size() - 1) + " hold infinity or NaN";
-        if (e.code() != coll::errc::not_finite || std::string(e.what()).find(want) == std::string::npos)
-          return std::string("threw ") + e.what();
-        return std::string();
-      }
-      return std::string("no error");
+      if (c.rank() == 0 && c.size() > 2) data[5] = std::numeric_limits<float>::infinity();
+      const auto given = data;
+      const std::string want = "rank(s) " + std::string(c.size() > 2 ? "0, " : "") + std::to_string(c.size() - 1) +
+                               " hold infinity or NaN";
+      const auto refused = [&](const char* what, auto call) {
+        try {
+          call();
+        } catch (const coll::error& e) {
+          if (e.code() != coll::errc::not_finite || std::string(e.what()).find(want) == std::string::npos)
+            return std::string(what) + " threw " + e.what();
+          if (std::memcmp(data.data(), given.data(), data.size() * sizeof(float)) != 0)
+            return std::string(what) + " changed its input";
+          return std::string();
+        }
+        return std::string(what) + ": no error";
+      };
+      std::vector<float> out(data.size());
+      const auto counts = uneven_counts(c.size(), 1000 / std::size_t(2 * c.size()));
+      std::vector<float> part(counts[std::size_t(c.rank())]);
+      const std::span all = std::span(data).first(std::accumulate(counts.begin(), counts.end(), std::size_t(0)));
+      std::string m = refused("all_reduce in place", [&] { coll::all_reduce(c, data, coll::reproducible_sum{}); });
+      if (m.empty()) m = refused("all_reduce", [&] { coll::all_reduce(c, data, out, coll::reproducible_sum{}); });
+      if (m.empty()) m = refused("reduce", [&] { coll::reduce(c, data, out, coll::reproducible_sum{}, 0); });
+      if (m.empty()) m = refused("reduce_scatterv", [&] { coll::reduce_scatterv(c, all, part, counts, coll::reproducible_sum{}); });
+      const std::span even = std::span(data).first(data.size() / std::size_t(c.size()) * std::size_t(c.size()));
+      if (m.empty()) m = refused("reduce_scatter in place", [&] { coll::reduce_scatter(c, even, coll::reproducible_sum{}); });
+      return m;
     });
 }

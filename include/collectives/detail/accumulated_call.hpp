@@ -123,7 +123,7 @@ const T* reduce_at_owners(communicator<Tr>& comm, const char* call, const T* inp
 }
 
 template <class Algorithm, transport Tr, class T, class Op>
-void all_reduce_through(communicator<Tr>& comm, std::span<const T> input, std::span<T> output, const Op& op) {
+void all_reduce_through(communicator<Tr>& comm, std::type_identity_t<std::span<const T>> input, std::span<T> output, const Op& op) {
   const char* call = "all_reduce";
   checked_once<Algorithm, Op, T, Tr> checked(comm, call, {.count = input.size()});
   check_terms(comm, call, op);
@@ -135,7 +135,7 @@ void all_reduce_through(communicator<Tr>& comm, std::span<const T> input, std::s
 }
 
 template <class Algorithm, transport Tr, class T, class Op>
-void reduce_through(communicator<Tr>& comm, std::span<const T> input, std::span<T> output, const Op& op, int root) {
+void reduce_through(communicator<Tr>& comm, std::type_identity_t<std::span<const T>> input, std::span<T> output, const Op& op, int root) {
   const char* call = "reduce";
   checked_once<Algorithm, Op, T, Tr> checked(comm, call, {.count = input.size(), .root = root});
   check_terms(comm, call, op);
@@ -172,7 +172,7 @@ inline moved_counts shared_with(std::span<const std::size_t> from, std::span<con
 // and the results moved to the parts (one more all_to_allv of N/P elements per rank).
 template <class Algorithm, transport Tr, class T, class Op>
 void reduce_scatter_through(communicator<Tr>& comm, const char* call, const plan_request& req,
-                            std::span<const std::size_t> counts, std::span<const T> input, std::span<T> output,
+                            std::span<const std::size_t> counts, std::type_identity_t<std::span<const T>> input, std::span<T> output,
                             const Op& op) {
   checked_once<Algorithm, Op, T, Tr> checked(comm, call, req);
   check_terms(comm, call, op);
