@@ -256,11 +256,11 @@ std::vector<std::vector<T>> prefixes(const std::vector<std::vector<T>>& x, std::
 }
 
 template <class A, class T>
-void check_reproducible(int p, std::size_t n) {
+void check_reproducible(int p, std::size_t n, std::uint64_t max_terms = coll::reproducible_sum{}.max_terms) {
   // Mixed magnitudes where T holds them; fp16 and fp8 values in [-1, 1].
   constexpr bool small_range = std::is_same_v<T, coll::fp16> || sizeof(T) == 1;
   const auto given = small_range ? unit_inputs<T>(p, n, unsigned(p * 131 + n)) : random_inputs<T>(p, n, unsigned(p * 131 + n));
-  const coll::reproducible_sum op;
+  const coll::reproducible_sum op{.max_terms = max_terms};
   const auto want = fixed_point_sum(given, n, op.max_terms);
   const auto info = case_info(std::string(A::name) + " " + typeid(T).name() + " P=" + std::to_string(p) + " N=" + std::to_string(n));
   on_ranks(p, [&](comm& c) {
@@ -394,6 +394,8 @@ TEST_CASE("reproducible_sum: the fixed-point sum of the same values, bit for bit
   for (int p : rank_counts) {
     check_reproducible<coll::automatic, coll::fp16>(p, 1000);
     check_reproducible<coll::automatic, coll::fp8_e5m2>(p, 1000);
+    check_reproducible<coll::ring, float>(p, 1000, 8);  // few terms: the loops that convert value by value
+    check_reproducible<coll::ring, double>(p, 1000, 1000);
   }
 }
 

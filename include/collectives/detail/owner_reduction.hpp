@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <cmath>
 #include <limits>
 #include <span>
 #include <vector>
@@ -54,25 +55,74 @@ void reduce_parts(const accumulating_op<A, Op>& op, const T* parts, std::size_t 
   }
 }
 
-// Adds the units of `values` (`scale`'s) to `sums`. Each value is below 2^(62 - headroom)
-// units (fixed_point::for_terms), from 2^11 terms on below 2^51, where adding 1.5 * 2^52
-// leaves the integer nearest it (ties to even) in the low bits of the double: no
-// conversion instruction, so the loop vectorizes. Fewer terms: one conversion each.
+// The fast path of reproducible_sum's loops. A value is below 2^(62 - headroom) units
+// (fixed_point::for_terms), from 2^11 terms on below 2^51, where adding 1.5 * 2^52 to
+// it leaves the integer nearest it (ties to even) in the low bits of the double; and a
+// sum of `ranks` of them below 2^51 converts back the same way. No conversion
+// instruction between double and int64 (AVX2 has none), so the loops vectorize.
+inline constexpr double shift = 0x1.8p52;
+inline constexpr std::int64_t shift_bits = 0x4338000000000000;
+
+inline bool below_2_to_51(std::uint64_t terms, int ranks) {
+  const int headroom = fixed_point::headroom(terms);
+  int rank_bits = 0;  // ceil(log2(ranks))
+  while ((1 << rank_bits) < ranks) ++rank_bits;
+  return headroom >= 11 && 62 - headroom + rank_bits <= 51;
+}
+
+// One block of k <= block elements: `sums` gets every part's units at `scale`, `out`
+// the sums as T, each rounded once.
 template <class T>
-inline void add_units(const T* __restrict values, std::int64_t* __restrict sums, std::size_t n, fixed_point scale,
-                      std::uint64_t terms) {
-  if (terms <= 1024) {
-    for (std::size_t i = 0; i < n; ++i) sums[i] += scale.units_of(values[i]);
+[[gnu::always_inline]] inline void add_block(const T* parts, std::size_t stride, std::size_t k, int ranks,
+                                             fixed_point scale, bool fast, std::int64_t* __restrict sums,
+                                             T* __restrict out) {
+  using F = fixed_point::float_of_t<T>;
+  if (!fast) {
+    for (std::size_t i = 0; i < k; ++i) sums[i] = 0;
+    for (int q = 0; q < ranks; ++q) {
+      const T* v = parts + std::size_t(q) * stride;
+      for (std::size_t i = 0; i < k; ++i) sums[i] += scale.units_of(v[i]);
+    }
+    scale.values_of(std::span<const std::int64_t>(sums, k), out);
     return;
   }
-  const double factor = std::ldexp(1.0, -scale.exponent), shift = 0x1.8p52;
-  constexpr std::int64_t shift_bits = 0x4338000000000000;
-  for (std::size_t i = 0; i < n; ++i) {
-    const double shifted = static_cast<double>(static_cast<fixed_point::float_of_t<T>>(values[i])) * factor + shift;
-    std::int64_t bits;
-    std::memcpy(&bits, &shifted, sizeof bits);
-    sums[i] += bits - shift_bits;
+  const double down = std::ldexp(1.0, -scale.exponent), up = std::ldexp(1.0, scale.exponent);
+  for (std::size_t i = 0; i < k; ++i) sums[i] = 0;
+  for (int q = 0; q < ranks; ++q) {
+    const T* __restrict v = parts + std::size_t(q) * stride;
+    for (std::size_t i = 0; i < k; ++i) {
+      const double shifted = static_cast<double>(static_cast<F>(v[i])) * down + shift;
+      std::int64_t bits;
+      std::memcpy(&bits, &shifted, sizeof bits);
+      sums[i] += bits - shift_bits;
+    }
   }
+  for (std::size_t i = 0; i < k; ++i) {
+    const std::int64_t bits = sums[i] + shift_bits;
+    double total;
+    std::memcpy(&total, &bits, sizeof total);
+    const double value = (total - shift) * up;  // both steps exact
+    if constexpr (std::is_same_v<T, double>) out[i] = value;
+    else if constexpr (std::is_same_v<T, float>) out[i] = static_cast<float>(value);
+    else out[i] = T(static_cast<float>(value));
+  }
+}
+
+// The largest magnitude's bits in v[0..k) (infinity and NaN lie above every finite
+// value's), as largest_exponent() finds it, in a loop without branches.
+template <class T>
+[[gnu::always_inline]] inline auto largest_bits(const T* __restrict v, std::size_t k) {
+  using F = fixed_point::float_of_t<T>;
+  using Bits = std::conditional_t<sizeof(F) == 4, std::uint32_t, std::uint64_t>;
+  Bits largest = 0;
+  for (std::size_t i = 0; i < k; ++i) {
+    const F f = static_cast<F>(v[i]);
+    Bits b;
+    std::memcpy(&b, &f, sizeof b);
+    b &= ~Bits(0) >> 1;
+    largest = b > largest ? b : largest;
+  }
+  return largest;
 }
 
 // Through reproducible_sum, block by block: the block's scale from its largest value
@@ -80,37 +130,48 @@ inline void add_units(const T* __restrict values, std::int64_t* __restrict sums,
 // holds infinity or NaN marks the ranks whose parts do in `not_finite` and is skipped
 // (the call fails).
 template <class T>
-void reduce_blocks(const T* parts, std::size_t n, int ranks, T* out, std::uint64_t terms, char* not_finite) {
+[[gnu::always_inline]] inline void reduce_blocks_in(const T* parts, std::size_t n, int ranks, T* out,
+                                                    std::uint64_t terms, char* not_finite) {
+  using F = fixed_point::float_of_t<T>;
   constexpr std::size_t block = reproducible_sum::block;
-  constexpr int infinite = std::numeric_limits<int>::max(), all_zero = std::numeric_limits<int>::min();
-  std::int64_t sums[block];
+  const bool fast = below_2_to_51(terms, ranks);
+  alignas(64) std::int64_t sums[block];
   for (std::size_t first = 0; first < n; first += block) {
     const std::size_t k = std::min(block, n - first);
-    int largest = all_zero;
+    decltype(largest_bits(parts, 0)) largest = 0;
     bool finite = true;
     for (int q = 0; q < ranks; ++q) {
-      const int e = largest_exponent(std::span(parts + std::size_t(q) * n + first, k));
-      if (e == infinite) {
+      const auto bits = largest_bits(parts + std::size_t(q) * n + first, k);
+      F m;
+      std::memcpy(&m, &bits, sizeof m);
+      if (!std::isfinite(m)) {
         not_finite[q] = 1;
         finite = false;
-      } else {
-        largest = std::max(largest, e);
       }
+      largest = bits > largest ? bits : largest;
     }
     if (!finite) continue;
-    const fixed_point scale = largest == all_zero ? fixed_point{} : fixed_point::for_terms(largest, terms);
-    std::fill_n(sums, k, std::int64_t(0));
-    for (int q = 0; q < ranks; ++q) add_units(parts + std::size_t(q) * n + first, sums, k, scale, terms);
-    scale.values_of(std::span<const std::int64_t>(sums, k), out + first);
+    F m;
+    std::memcpy(&m, &largest, sizeof m);
+    int e = 0;
+    std::frexp(m, &e);
+    const fixed_point scale = largest == 0 ? fixed_point{} : fixed_point::for_terms(e, terms);
+    add_block(parts + first, n, k, ranks, scale, fast, sums, out + first);
   }
 }
 
+template <class T>
+void reduce_blocks(const T* parts, std::size_t n, int ranks, T* out, std::uint64_t terms, char* not_finite) {
+  reduce_blocks_in(parts, n, ranks, out, terms, not_finite);
+}
+
 #if COLLECTIVES_AVX2_CLONES
-// Four doubles a turn instead of two: the sum's time is mostly this loop.
+// Four doubles a turn instead of two, eight magnitudes instead of four: the sum's time
+// is mostly these loops.
 template <class T>
 __attribute__((target("avx2"))) void reduce_blocks_avx2(const T* parts, std::size_t n, int ranks, T* out,
                                                         std::uint64_t terms, char* not_finite) {
-  reduce_blocks(parts, n, ranks, out, terms, not_finite);
+  reduce_blocks_in(parts, n, ranks, out, terms, not_finite);
 }
 #endif
 

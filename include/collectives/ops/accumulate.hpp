@@ -96,10 +96,12 @@ struct fixed_point {
 
   // The scale for values whose magnitudes are below 2^max_exponent (a value's
   // exponent: frexp's), `terms` of them at most: the finest that cannot overflow.
-  static fixed_point for_terms(int max_exponent, std::uint64_t terms) {
-    int headroom = 0;  // ceil(log2(terms))
-    while (headroom < 63 && (std::uint64_t(1) << headroom) < terms) ++headroom;
-    return {max_exponent + headroom - 62};
+  static fixed_point for_terms(int max_exponent, std::uint64_t terms) { return {max_exponent + headroom(terms) - 62}; }
+  // The bits a sum of `terms` values needs above one value's: ceil(log2(terms)).
+  static int headroom(std::uint64_t terms) {
+    int bits = 0;
+    while (bits < 63 && (std::uint64_t(1) << bits) < terms) ++bits;
+    return bits;
   }
 
  private:
