@@ -94,30 +94,43 @@ void check_terms(communicator<Tr>& comm, const char* call, const Op& op) {
                                             " ranks' values, more than its max_terms of " + std::to_string(op.max_terms));
 }
 
+// Whether n elements at `a` and m at `b` share any.
+template <class T>
+bool overlap(const T* a, std::size_t n, const T* b, std::size_t m) {
+  const auto first = reinterpret_cast<std::uintptr_t>(a), other = reinterpret_cast<std::uintptr_t>(b);
+  return n != 0 && m != 0 && first < other + m * sizeof(T) && other < first + n * sizeof(T);
+}
+
 // This rank's results: `input` holds the call's elements, owned[q] of them owned by
-// rank q back to back; after one all_to_allv this rank reduces every rank's part of
-// its own. The results (owned[rank] elements) lie in the communicator's scratch, after
-// the parts. Infinity or NaN under reproducible_sum is an error on every rank, naming
-// the ranks whose values hold it, and nothing has been written to the caller's buffers.
+// rank q back to back; one all_to_allv brings this rank every rank's part of its own,
+// which it reduces. The results (owned[rank]
+// elements) go to `own_out` where that is safe (null: nowhere), else to the
+// communicator's scratch. Infinity or NaN under reproducible_sum is an error on every
+// rank, naming the ranks whose values hold it, and the input is left as it was.
 template <transport Tr, class T, class Op>
 const T* reduce_at_owners(communicator<Tr>& comm, const char* call, const T* input, std::span<const std::size_t> owned,
-                          const Op& op) {
-  const int ranks = comm.size();
-  const std::size_t own = owned[static_cast<std::size_t>(comm.rank())];
-  T* const parts = scratch_of<T>(comm, (std::size_t(ranks) + 1) * own);
-  T* const results = parts + std::size_t(ranks) * own;
-  const std::vector<std::size_t> from_each(static_cast<std::size_t>(ranks), own);
-  no_reduce keep;
-  run<automatic>(comm, call, kind::all_to_allv{}, {.counts = owned, .recv_counts = from_each}, input, parts, keep);
+                          const Op& op, T* own_out = nullptr) {
+  const auto ranks = static_cast<std::size_t>(comm.size()), r = static_cast<std::size_t>(comm.rank());
+  const std::size_t own = owned[r], total = plan::displacements(owned).back();
+  // Straight to the output, since the input is not read after the all_to_allv; but
+  // not over the input where an error may follow.
+  const bool straight = own_out != nullptr && (!std::same_as<Op, reproducible_sum> || !overlap(own_out, own, input, total));
+  T* const received = scratch_of<T>(comm, (ranks + (straight ? 0 : 1)) * own);
+  T* const results = straight ? own_out : received + ranks * own;
+  const std::vector<std::size_t> from_each(ranks, own);
+  no_reduce keep;  // (this rank's own part is copied too: the parts sent lie back to back)
+  run<automatic>(comm, call, kind::all_to_allv{}, {.counts = owned, .recv_counts = from_each}, input, received, keep);
+  std::vector<const T*> parts(ranks);
+  for (std::size_t q = 0; q < ranks; ++q) parts[q] = received + q * own;
   if constexpr (std::same_as<Op, reproducible_sum>) {
-    std::vector<char> not_finite(static_cast<std::size_t>(ranks));
-    reduce_parts(op, parts, own, ranks, results, not_finite.data());
+    std::vector<char> not_finite(ranks);
+    reduce_parts(op, std::span<const T* const>(parts), own, results, not_finite.data());
     max any;
     run<automatic>(comm, call, kind::all_reduce{}, {.count = not_finite.size()}, not_finite.data(), not_finite.data(), any);
     if (std::find(not_finite.begin(), not_finite.end(), 1) != not_finite.end())
-      throw not_finite_values(call, ranks, not_finite);
+      throw not_finite_values(call, comm.size(), not_finite);
   } else {
-    reduce_parts(op, parts, own, ranks, results);
+    reduce_parts(op, std::span<const T* const>(parts), own, results);
   }
   return results;
 }
@@ -128,7 +141,8 @@ void all_reduce_through(communicator<Tr>& comm, std::type_identity_t<std::span<c
   checked_once<Algorithm, Op, T, Tr> checked(comm, call, {.count = input.size()});
   check_terms(comm, call, op);
   const auto owned = owned_counts<Op>(input.size(), comm.size());
-  const T* results = reduce_at_owners(comm, call, input.data(), owned, op);
+  T* const own_out = output.data() + plan::displacements(owned)[static_cast<std::size_t>(comm.rank())];
+  const T* results = reduce_at_owners(comm, call, input.data(), owned, op, own_out);
   no_reduce keep;
   run<part_algorithm<Algorithm, kind::all_gatherv>>(comm, call, kind::all_gatherv{}, {.counts = owned}, results,
                                                     output.data(), keep);
@@ -184,9 +198,9 @@ void reduce_scatter_through(communicator<Tr>& comm, const char* call, const plan
       split_blocks = split_blocks || (at[q] % reproducible_sum::block != 0 && at[q] != input.size());
     if (split_blocks) owned = owned_counts<Op>(input.size(), comm.size());
   }
-  const T* results = reduce_at_owners(comm, call, input.data(), owned, op);
+  const T* results = reduce_at_owners(comm, call, input.data(), owned, op, split_blocks ? nullptr : output.data());
   if (!split_blocks) {
-    std::copy_n(results, output.size(), output.data());
+    if (results != output.data()) std::copy_n(results, output.size(), output.data());
     return;
   }
   const moved_counts moved = shared_with(owned, counts, comm.rank());
