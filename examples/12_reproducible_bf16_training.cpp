@@ -10,8 +10,8 @@
 //   plain bf16     each rank adds its samples in bf16, then all_reduce with sum: every
 //                  add rounds to bf16, locally and at each hop.
 //   float accum.   each rank adds its samples in float and rounds once to bf16, then
-//                  all_reduce with accumulate_as<float>: partial sums stay float across
-//                  the hops and the total rounds once. Closer, but not the same bits.
+//                  all_reduce with accumulate_as<float>: each element's owner adds the
+//                  ranks' values in float and rounds once. Closer, but not the same bits.
 //   reproducible   the ranks agree on a fixed-point scale (agree_fixed_point), each adds
 //                  its samples' gradients as int64 multiples of it, and all_reduce adds
 //                  the int64s: exact, so in any order the same; the total rounds once.

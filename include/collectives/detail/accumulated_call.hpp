@@ -80,6 +80,10 @@ auto host_span(R&& r) {
   return std::span(std::ranges::data(r), std::ranges::size(r));
 }
 
+// The input of a call whose element type the output gives (a non-const span converts).
+template <class T>
+using input_span = std::type_identity_t<std::span<const T>>;
+
 // The algorithm that runs a part of the call: the user's where it plans that kind,
 // else automatic (a tree has no all_gatherv, hierarchical only all_reduce).
 template <class Algorithm, class Kind>
@@ -103,9 +107,8 @@ bool overlap(const T* a, std::size_t n, const T* b, std::size_t m) {
 
 // This rank's results: `input` holds the call's elements, owned[q] of them owned by
 // rank q back to back; one all_to_allv brings this rank every rank's part of its own,
-// which it reduces. The results (owned[rank]
-// elements) go to `own_out` where that is safe (null: nowhere), else to the
-// communicator's scratch. Infinity or NaN under reproducible_sum is an error on every
+// which it reduces. The results (owned[rank] elements) go to `own_out` where that is
+// safe (null: nowhere), else to the communicator's scratch. Infinity or NaN under reproducible_sum is an error on every
 // rank, naming the ranks whose values hold it, and the input is left as it was.
 template <transport Tr, class T, class Op>
 const T* reduce_at_owners(communicator<Tr>& comm, const char* call, const T* input, std::span<const std::size_t> owned,
@@ -114,7 +117,8 @@ const T* reduce_at_owners(communicator<Tr>& comm, const char* call, const T* inp
   const std::size_t own = owned[r], total = plan::displacements(owned).back();
   // Straight to the output, since the input is not read after the all_to_allv; but
   // not over the input where an error may follow.
-  const bool straight = own_out != nullptr && (!std::same_as<Op, reproducible_sum> || !overlap(own_out, own, input, total));
+  const bool straight =
+      own_out != nullptr && (!std::same_as<Op, reproducible_sum> || !overlap(own_out, own, input, total));
   T* const received = scratch_of<T>(comm, (ranks + (straight ? 0 : 1)) * own);
   T* const results = straight ? own_out : received + ranks * own;
   const std::vector<std::size_t> from_each(ranks, own);
@@ -126,7 +130,7 @@ const T* reduce_at_owners(communicator<Tr>& comm, const char* call, const T* inp
     std::vector<char> not_finite(ranks);
     reduce_parts(op, std::span<const T* const>(parts), own, results, not_finite.data());
     max any;
-    run<automatic>(comm, call, kind::all_reduce{}, {.count = not_finite.size()}, not_finite.data(), not_finite.data(), any);
+    run<automatic>(comm, call, kind::all_reduce{}, {.count = ranks}, not_finite.data(), not_finite.data(), any);
     if (std::find(not_finite.begin(), not_finite.end(), 1) != not_finite.end())
       throw not_finite_values(call, comm.size(), not_finite);
   } else {
@@ -136,7 +140,7 @@ const T* reduce_at_owners(communicator<Tr>& comm, const char* call, const T* inp
 }
 
 template <class Algorithm, transport Tr, class T, class Op>
-void all_reduce_through(communicator<Tr>& comm, std::type_identity_t<std::span<const T>> input, std::span<T> output, const Op& op) {
+void all_reduce_through(communicator<Tr>& comm, input_span<T> input, std::span<T> output, const Op& op) {
   const char* call = "all_reduce";
   checked_once<Algorithm, Op, T, Tr> checked(comm, call, {.count = input.size()});
   check_terms(comm, call, op);
@@ -149,7 +153,8 @@ void all_reduce_through(communicator<Tr>& comm, std::type_identity_t<std::span<c
 }
 
 template <class Algorithm, transport Tr, class T, class Op>
-void reduce_through(communicator<Tr>& comm, std::type_identity_t<std::span<const T>> input, std::span<T> output, const Op& op, int root) {
+void reduce_through(communicator<Tr>& comm, input_span<T> input, std::span<T> output, const Op& op,
+                    int root) {
   const char* call = "reduce";
   checked_once<Algorithm, Op, T, Tr> checked(comm, call, {.count = input.size(), .root = root});
   check_terms(comm, call, op);
@@ -181,13 +186,13 @@ inline moved_counts shared_with(std::span<const std::size_t> from, std::span<con
 }
 
 // reduce_scatter or reduce_scatterv (`req` as the front end makes it), whose parts hold
-// `counts` elements. The owners are the parts' ranks, except where
-// reproducible_sum's blocks would be split between two: then whole blocks are reduced
-// and the results moved to the parts (one more all_to_allv of N/P elements per rank).
+// `counts` elements. The owners are the parts' ranks, except where reproducible_sum's
+// blocks would be split between two: then whole blocks are reduced and the results
+// moved to the parts (one more all_to_allv, of N/P elements per rank).
 template <class Algorithm, transport Tr, class T, class Op>
 void reduce_scatter_through(communicator<Tr>& comm, const char* call, const plan_request& req,
-                            std::span<const std::size_t> counts, std::type_identity_t<std::span<const T>> input, std::span<T> output,
-                            const Op& op) {
+                            std::span<const std::size_t> counts, input_span<T> input,
+                            std::span<T> output, const Op& op) {
   checked_once<Algorithm, Op, T, Tr> checked(comm, call, req);
   check_terms(comm, call, op);
   std::vector<std::size_t> owned(counts.begin(), counts.end());
