@@ -22,7 +22,8 @@ void all_reduce(communicator<Tr>& comm, const In& input, Out&& output, Op op) {
   detail::check_bytes<T>(call, std::ranges::size(input));
   if constexpr (detail::reduces_through_accumulator<Op>) {
     static_assert(detail::check_accumulation<Algorithm, Op, T, memory_space_of<Out>>());
-    detail::all_reduce_through<Algorithm>(comm, detail::host_span(input), detail::host_span(output), op);
+    detail::all_reduce_through<Algorithm, memory_space_of<Out>>(comm, detail::span_of(input), detail::span_of(output),
+                                                                op);
   } else {
     static_assert(detail::check_reduction<Algorithm, Op, T>());
     detail::run<Algorithm, memory_space_of<Out>>(comm, call, kind::all_reduce{}, {.count = std::ranges::size(input)},

@@ -22,7 +22,7 @@
 // In a .cu file that includes <collectives/device/reduce.cuh>: makes the device
 // reductions of elements of T under Op there, for device calls made in the program's
 // files that a C++ compiler builds (device/memory_ops.hpp; docs/cuda.md).
-#define COLLECTIVES_DEVICE_REDUCTIONS(T, Op) template struct ::collectives::device::detail::reductions_of<T, Op>
+#define COLLECTIVES_DEVICE_REDUCTIONS(T, ...) template struct ::collectives::device::detail::reductions_of<T, __VA_ARGS__>
 
 // Unrolls the next host loop by 4 (see ops/host_reduce.hpp). nvcc's front end does not
 // know the GCC spelling, and its own `#pragma unroll` is for device code.

@@ -23,7 +23,8 @@ void reduce(communicator<Tr>& comm, const In& input, Out&& output, Op op, int ro
   detail::check_bytes<T>(call, std::ranges::size(input));
   if constexpr (detail::reduces_through_accumulator<Op>) {
     static_assert(detail::check_accumulation<Algorithm, Op, T, memory_space_of<Out>>());
-    detail::reduce_through<Algorithm>(comm, detail::host_span(input), detail::host_span(output), op, root);
+    detail::reduce_through<Algorithm, memory_space_of<Out>>(comm, detail::span_of(input), detail::span_of(output), op,
+                                                            root);
   } else {
     static_assert(detail::check_reduction<Algorithm, Op, T>());
     detail::run<Algorithm, memory_space_of<Out>>(comm, call, kind::reduce{},

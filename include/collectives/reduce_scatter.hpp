@@ -28,8 +28,8 @@ void reduce_scatter(communicator<Tr>& comm, const In& input, Out&& output, Op op
   if constexpr (detail::reduces_through_accumulator<Op>) {
     static_assert(detail::check_accumulation<Algorithm, Op, T, memory_space_of<Out>>());
     const std::vector<std::size_t> counts(static_cast<std::size_t>(comm.size()), n);
-    detail::reduce_scatter_through<Algorithm>(comm, call, {.count = n}, counts, detail::host_span(input),
-                                              detail::host_span(output), op);
+    detail::reduce_scatter_through<Algorithm, memory_space_of<Out>>(comm, call, {.count = n}, counts,
+                                                                    detail::span_of(input), detail::span_of(output), op);
   } else {
     static_assert(detail::check_reduction<Algorithm, Op, T>());
     detail::run<Algorithm, memory_space_of<Out>>(comm, call, kind::reduce_scatter{}, {.count = n},
@@ -61,8 +61,8 @@ void reduce_scatterv(communicator<Tr>& comm, const In& input, Out&& output, std:
   detail::check_bytes<T>(call, total);
   if constexpr (detail::reduces_through_accumulator<Op>) {
     static_assert(detail::check_accumulation<Algorithm, Op, T, memory_space_of<Out>>());
-    detail::reduce_scatter_through<Algorithm>(comm, call, {.counts = counts}, counts, detail::host_span(input),
-                                              detail::host_span(output), op);
+    detail::reduce_scatter_through<Algorithm, memory_space_of<Out>>(comm, call, {.counts = counts}, counts,
+                                                                    detail::span_of(input), detail::span_of(output), op);
   } else {
     static_assert(detail::check_reduction<Algorithm, Op, T>());
     detail::run<Algorithm, memory_space_of<Out>>(comm, call, kind::reduce_scatterv{}, {.counts = counts},

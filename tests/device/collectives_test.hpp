@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "../collectives/harness.hpp"
+#include "../collectives/sums.hpp"
 #include "device_ops.hpp"
 
 namespace testing {
@@ -103,6 +104,69 @@ TEST_CASE("device reduce, reduce_scatter and reduce_scatterv match the serial re
       return problem;
     });
   }
+}
+
+// all_reduce through an accumulator, in place and not: bf16 with a float accumulator
+// against the exact sum rounded once, float's reproducible_sum against the fixed-point
+// sum computed another way, the same bits the host gives.
+template <class A>
+std::string accumulated_all_reduce_case(comm& c, std::size_t n) {
+  const auto r = std::size_t(c.rank());
+  std::string problem;
+  const auto narrow = unit_inputs<coll::bf16>(c.size(), n, unsigned(n + 3));
+  const auto wide = coll::accumulate_as<float>(coll::sum{});
+  device_vector<coll::bf16> in{std::span<const coll::bf16>(narrow[r])}, out(n);
+  coll::all_reduce<A>(c, in.span(), out.span(), wide);
+  problem += mismatch<coll::bf16>(out.to_host(), rounded_once(narrow, n), "accumulate_as<float>");
+  coll::all_reduce<A>(c, in.span(), wide);
+  problem += mismatch<coll::bf16>(in.to_host(), rounded_once(narrow, n), "accumulate_as<float> in place");
+  const auto mixed = random_inputs<float>(c.size(), n, unsigned(n + 5));
+  const coll::reproducible_sum exact;
+  device_vector<float> values{std::span<const float>(mixed[r])}, sums(n);
+  coll::all_reduce<A>(c, values.span(), sums.span(), exact);
+  problem += mismatch<float>(sums.to_host(), fixed_point_sum(mixed, n, exact.max_terms), "reproducible_sum");
+  return problem;
+}
+
+TEST_CASE("device all_reduce through an accumulator: the host's bits under every algorithm") {
+  for (std::size_t n : small_counts(world().size()))
+    each_algorithm<coll::kind::all_reduce>([&]<class A>() {
+      on_ranks(world().size(), [&](comm& c) { return accumulated_all_reduce_case<A>(c, n); });
+    });
+}
+
+TEST_CASE("device reduce and reduce_scatterv through an accumulator, parts that split reproducible_sum's blocks") {
+  const int p = world().size();
+  on_ranks(p, [&](comm& c) {
+    const auto r = std::size_t(c.rank());
+    std::string problem;
+    const std::size_t n = 1000;
+    const auto mixed = random_inputs<float>(p, n, 11);
+    const coll::reproducible_sum exact;
+    const auto want = fixed_point_sum(mixed, n, exact.max_terms);
+    device_vector<float> in{std::span<const float>(mixed[r])}, out(n);
+    coll::reduce(c, in.span(), out.span(), exact, p - 1);
+    if (c.rank() == p - 1) problem += mismatch<float>(out.to_host(), want, "reduce");
+    const auto counts = uneven_counts(p, n / std::size_t(2 * p));  // parts not on blocks' bounds
+    const auto displ = coll::plan::displacements(counts);
+    std::vector<std::vector<float>> firsts;
+    for (const auto& v : mixed) firsts.emplace_back(v.begin(), v.begin() + std::ptrdiff_t(displ.back()));
+    const auto want_parts = fixed_point_sum(firsts, displ.back(), exact.max_terms);
+    device_vector<float> all{std::span<const float>(firsts[r])}, part(counts[r]);
+    coll::reduce_scatterv(c, all.span(), part.span(), counts, exact);
+    problem += mismatch<float>(part.to_host(), std::span(want_parts).subspan(displ[r], counts[r]), "reduce_scatterv");
+    const auto narrow = unit_inputs<coll::bf16>(p, n, 13);
+    device_vector<coll::bf16> narrow_in{std::span<const coll::bf16>(narrow[r])}, narrow_out(n);
+    coll::reduce(c, narrow_in.span(), narrow_out.span(), coll::accumulate_as<float>(coll::avg{}), 0);
+    std::vector<coll::bf16> mean(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      float total = 0;  // exact (sums.hpp's unit_inputs)
+      for (const auto& v : narrow) total += float(v[i]);
+      mean[i] = coll::bf16(total / float(p));
+    }
+    if (c.rank() == 0) problem += mismatch<coll::bf16>(narrow_out.to_host(), mean, "reduce of accumulate_as<float>(avg)");
+    return problem;
+  });
 }
 
 // Rank r's part of the data-movement tests: n values that say whose they are.

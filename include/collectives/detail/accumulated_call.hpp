@@ -14,8 +14,10 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -31,13 +33,57 @@
 
 namespace collectives::detail {
 
-// Room for `count` elements, the communicator's own until its next call through an
-// accumulator (kept between calls whatever their size: a training step repeats the
-// same large call).
-template <class T, transport Tr>
-T* scratch_of(communicator<Tr>& comm, std::size_t count) {
-  static_assert(alignof(T) <= reusable_host_memory::alignment);
-  return reinterpret_cast<T*>(comm.workspace().accumulators.get(count * sizeof(T)));
+// The room of a reduction at owners in Space: `count` elements, then a byte per rank.
+// Host memory: the communicator's workspace, its own until its next such call (kept
+// between calls whatever their size: a training step repeats the same large call).
+// Other spaces: their own allocation (the device's is stream-ordered), held by this.
+template <class Space, class T>
+class owner_room {
+ public:
+  template <transport Tr>
+  owner_room(communicator<Tr>& comm, const memory_ops<Space>& ops, std::size_t count, int ranks)
+      : count_(count) {
+    static_assert(alignof(T) <= reusable_host_memory::alignment);
+    const std::size_t bytes = count * sizeof(T) + static_cast<std::size_t>(ranks);
+    if constexpr (std::is_same_v<Space, host_memory>) start_ = comm.workspace().accumulators.get(bytes);
+    else start_ = (owned_ = ops.template allocate<std::byte>(bytes)).get();
+  }
+  T* elements() const { return reinterpret_cast<T*>(start_); }
+  unsigned char* flags() const { return reinterpret_cast<unsigned char*>(start_ + count_ * sizeof(T)); }
+
+ private:
+  using owned = decltype(std::declval<const memory_ops<Space>&>().template allocate<std::byte>(0));
+  std::size_t count_;
+  std::byte* start_ = nullptr;
+  [[no_unique_address]] std::conditional_t<std::is_same_v<Space, host_memory>, std::nullptr_t, owned> owned_{};
+};
+
+// Whether Space's local steps are the host's (host memory, and a stand-in for a
+// device that the tests use): the host loops reduce there, with no device to wait for.
+template <class Space>
+inline constexpr bool host_steps = std::is_base_of_v<memory_ops<host_memory>, memory_ops<Space>>;
+
+// Reduces at the owner, in Space (owner_reduction.hpp on the host, the device's
+// kernels through its memory_ops), and waits for the device where there is one.
+template <class Space, class T, class Op>
+void reduce_parts_in(const memory_ops<Space>& ops, const Op& op, const T* parts, std::size_t n, int ranks, T* out,
+                     unsigned char* not_finite, deadline until) {
+  if constexpr (host_steps<Space>) {
+    (void)ops;
+    (void)until;
+    if constexpr (std::same_as<Op, reproducible_sum>) reduce_parts(op, parts, n, ranks, out, not_finite);
+    else reduce_parts(op, parts, n, ranks, out);
+  } else {
+    ops.reduce_parts(op, parts, n, ranks, out, not_finite);
+    ops.synchronize(until);
+  }
+}
+
+// Copies n elements (a device's: to, from or within it) and returns once they are there.
+template <class Space, class T>
+void copy_and_wait(const memory_ops<Space>& ops, T* to, const T* from, std::size_t n, deadline until) {
+  ops.copy(to, from, n);
+  if constexpr (requires { ops.synchronize(until); }) ops.synchronize(until);
 }
 
 // With call checking on, the user's call is checked once, as made (its count, element
@@ -69,14 +115,12 @@ constexpr bool check_accumulation() {
                   "collectives: reproducible_sum adds float, double and the narrow types (element_types.hpp)");
   else
     static_assert(check_reduce_op<Op, typename Op::accumulator>());
-  static_assert(std::is_same_v<Space, host_memory>,
-                "collectives: accumulate_as and reproducible_sum work on host memory (device buffers: not yet)");
   return true;
 }
 
-// A host buffer as a span of its elements.
+// A buffer as a span of its elements, in its memory space.
 template <class R>
-auto host_span(R&& r) {
+auto span_of(R&& r) {
   return std::span(std::ranges::data(r), std::ranges::size(r));
 }
 
@@ -108,60 +152,67 @@ bool overlap(const T* a, std::size_t n, const T* b, std::size_t m) {
 // This rank's results: `input` holds the call's elements, owned[q] of them owned by
 // rank q back to back; one all_to_allv brings this rank every rank's part of its own,
 // which it reduces. The results (owned[rank] elements) go to `own_out` where that is
-// safe (null: nowhere), else to the communicator's scratch. Infinity or NaN under reproducible_sum is an error on every
-// rank, naming the ranks whose values hold it, and the input is left as it was.
-template <transport Tr, class T, class Op>
+// safe (null: nowhere), else to `room`. Infinity or NaN under reproducible_sum is an
+// error on every rank, naming the ranks whose values hold it, with the input as it was.
+template <class Space, transport Tr, class T, class Op>
 const T* reduce_at_owners(communicator<Tr>& comm, const char* call, const T* input, std::span<const std::size_t> owned,
-                          const Op& op, T* own_out = nullptr) {
+                          const Op& op, std::optional<owner_room<Space, T>>& room, T* own_out = nullptr) {
   const auto ranks = static_cast<std::size_t>(comm.size()), r = static_cast<std::size_t>(comm.rank());
   const std::size_t own = owned[r], total = plan::displacements(owned).back();
+  const auto ops = memory_ops_of<Space>(comm.transport());
+  const deadline until = clock::now() + comm.timeout();
   // Straight to the output, since the input is not read after the all_to_allv; but
   // not over the input where an error may follow.
   const bool straight =
       own_out != nullptr && (!std::same_as<Op, reproducible_sum> || !overlap(own_out, own, input, total));
-  T* const received = scratch_of<T>(comm, (ranks + (straight ? 0 : 1)) * own);
-  T* const results = straight ? own_out : received + ranks * own;
+  room.emplace(comm, ops, (ranks + (straight ? 0 : 1)) * own, comm.size());
+  T* const parts = room->elements();
+  T* const results = straight ? own_out : parts + ranks * own;
   const std::vector<std::size_t> from_each(ranks, own);
   no_reduce keep;  // (this rank's own part is copied too: the parts sent lie back to back)
-  run<automatic>(comm, call, kind::all_to_allv{}, {.counts = owned, .recv_counts = from_each}, input, received, keep);
-  std::vector<const T*> parts(ranks);
-  for (std::size_t q = 0; q < ranks; ++q) parts[q] = received + q * own;
+  run<automatic, Space>(comm, call, kind::all_to_allv{}, {.counts = owned, .recv_counts = from_each}, input, parts,
+                        keep);
   if constexpr (std::same_as<Op, reproducible_sum>) {
-    std::vector<char> not_finite(ranks);
-    reduce_parts(op, std::span<const T* const>(parts), own, results, not_finite.data());
+    unsigned char* const not_finite = room->flags();
+    copy_and_wait(ops, not_finite, std::vector<unsigned char>(ranks).data(), ranks, until);  // zeros
+    reduce_parts_in(ops, op, parts, own, comm.size(), results, not_finite, until);
     max any;
-    run<automatic>(comm, call, kind::all_reduce{}, {.count = ranks}, not_finite.data(), not_finite.data(), any);
-    if (std::find(not_finite.begin(), not_finite.end(), 1) != not_finite.end())
-      throw not_finite_values(call, comm.size(), not_finite);
+    run<automatic, Space>(comm, call, kind::all_reduce{}, {.count = ranks}, not_finite, not_finite, any);
+    std::vector<unsigned char> seen(ranks);
+    copy_and_wait(ops, seen.data(), not_finite, ranks, until);
+    if (std::find(seen.begin(), seen.end(), 1) != seen.end())
+      throw not_finite_values(call, comm.size(), std::span(reinterpret_cast<const char*>(seen.data()), ranks));
   } else {
-    reduce_parts(op, std::span<const T* const>(parts), own, results);
+    reduce_parts_in(ops, op, parts, own, comm.size(), results, nullptr, until);
   }
   return results;
 }
 
-template <class Algorithm, transport Tr, class T, class Op>
+template <class Algorithm, class Space, transport Tr, class T, class Op>
 void all_reduce_through(communicator<Tr>& comm, input_span<T> input, std::span<T> output, const Op& op) {
   const char* call = "all_reduce";
   checked_once<Algorithm, Op, T, Tr> checked(comm, call, {.count = input.size()});
   check_terms(comm, call, op);
   const auto owned = owned_counts<Op>(input.size(), comm.size());
   T* const own_out = output.data() + plan::displacements(owned)[static_cast<std::size_t>(comm.rank())];
-  const T* results = reduce_at_owners(comm, call, input.data(), owned, op, own_out);
+  std::optional<owner_room<Space, T>> room;
+  const T* results = reduce_at_owners(comm, call, input.data(), owned, op, room, own_out);
   no_reduce keep;
-  run<part_algorithm<Algorithm, kind::all_gatherv>>(comm, call, kind::all_gatherv{}, {.counts = owned}, results,
+  run<part_algorithm<Algorithm, kind::all_gatherv>, Space>(comm, call, kind::all_gatherv{}, {.counts = owned}, results,
                                                     output.data(), keep);
 }
 
-template <class Algorithm, transport Tr, class T, class Op>
+template <class Algorithm, class Space, transport Tr, class T, class Op>
 void reduce_through(communicator<Tr>& comm, input_span<T> input, std::span<T> output, const Op& op,
                     int root) {
   const char* call = "reduce";
   checked_once<Algorithm, Op, T, Tr> checked(comm, call, {.count = input.size(), .root = root});
   check_terms(comm, call, op);
   const auto owned = owned_counts<Op>(input.size(), comm.size());
-  const T* results = reduce_at_owners(comm, call, input.data(), owned, op);
+  std::optional<owner_room<Space, T>> room;
+  const T* results = reduce_at_owners(comm, call, input.data(), owned, op, room);
   no_reduce keep;
-  run<part_algorithm<Algorithm, kind::gatherv>>(comm, call, kind::gatherv{}, {.root = root, .counts = owned}, results,
+  run<part_algorithm<Algorithm, kind::gatherv>, Space>(comm, call, kind::gatherv{}, {.root = root, .counts = owned}, results,
                                                 output.data(), keep);
 }
 
@@ -189,7 +240,7 @@ inline moved_counts shared_with(std::span<const std::size_t> from, std::span<con
 // `counts` elements. The owners are the parts' ranks, except where reproducible_sum's
 // blocks would be split between two: then whole blocks are reduced and the results
 // moved to the parts (one more all_to_allv, of N/P elements per rank).
-template <class Algorithm, transport Tr, class T, class Op>
+template <class Algorithm, class Space, transport Tr, class T, class Op>
 void reduce_scatter_through(communicator<Tr>& comm, const char* call, const plan_request& req,
                             std::span<const std::size_t> counts, input_span<T> input,
                             std::span<T> output, const Op& op) {
@@ -203,14 +254,18 @@ void reduce_scatter_through(communicator<Tr>& comm, const char* call, const plan
       split_blocks = split_blocks || (at[q] % reproducible_sum::block != 0 && at[q] != input.size());
     if (split_blocks) owned = owned_counts<Op>(input.size(), comm.size());
   }
-  const T* results = reduce_at_owners(comm, call, input.data(), owned, op, split_blocks ? nullptr : output.data());
+  std::optional<owner_room<Space, T>> room;
+  const T* results =
+      reduce_at_owners(comm, call, input.data(), owned, op, room, split_blocks ? nullptr : output.data());
   if (!split_blocks) {
-    if (results != output.data()) std::copy_n(results, output.size(), output.data());
+    if (results != output.data())
+      copy_and_wait(memory_ops_of<Space>(comm.transport()), output.data(), results, output.size(),
+                    clock::now() + comm.timeout());
     return;
   }
   const moved_counts moved = shared_with(owned, counts, comm.rank());
   no_reduce keep;
-  run<automatic>(comm, call, kind::all_to_allv{}, {.counts = moved.sent, .recv_counts = moved.received}, results,
+  run<automatic, Space>(comm, call, kind::all_to_allv{}, {.counts = moved.sent, .recv_counts = moved.received}, results,
                  output.data(), keep);
 }
 

@@ -1,6 +1,7 @@
 // The host loops of a reduction at owners (accumulated_call.hpp): an owner holds every
-// rank's part of its elements, parts[q] the `n` elements of rank q, and reduces them in
-// rank order into `out`, rounding each result to the element type once.
+// rank's part of its elements, `ranks` parts of `n` elements back to back, and reduces
+// them in rank order into `out`, rounding each result to the element type once. (The
+// device's are kernels: device/reduce_parts.cuh.)
 #pragma once
 
 #include <algorithm>
@@ -39,15 +40,14 @@ std::vector<std::size_t> owned_counts(std::size_t total, int ranks) {
 // Through accumulate_as<A>(op): a tile of accumulators at a time, each part widened
 // and combined in rank order, then finalized (avg) and rounded.
 template <class T, class A, class Op>
-void reduce_parts(const accumulating_op<A, Op>& op, std::span<const T* const> parts, std::size_t n, T* out) {
-  const int ranks = static_cast<int>(parts.size());
+void reduce_parts(const accumulating_op<A, Op>& op, const T* parts, std::size_t n, int ranks, T* out) {
   constexpr std::size_t tile = 1024;
   A total[tile], widened[tile];
   for (std::size_t first = 0; first < n; first += tile) {
     const std::size_t k = std::min(tile, n - first);
-    convert(parts[0] + first, total, k);
+    convert(parts + first, total, k);
     for (int q = 1; q < ranks; ++q) {
-      convert(parts[std::size_t(q)] + first, widened, k);
+      convert(parts + std::size_t(q) * n + first, widened, k);
       combine_in_order<operand_order::received_last>(total, widened, k, op);
     }
     if constexpr (has_finalize<Op, A>)
@@ -71,16 +71,17 @@ inline bool below_2_to_51(std::uint64_t terms, int ranks) {
   return headroom >= 11 && 62 - headroom + rank_bits <= 51;
 }
 
-// The k <= block elements from `first` on: `sums` gets every part's units at `scale`,
-// `out` the sums as T, each rounded once.
+// k <= block elements of each part (`stride` apart): `sums` gets every part's units at
+// `scale`, `out` the sums as T, each rounded once.
 template <class T>
-[[gnu::always_inline]] inline void add_block(std::span<const T* const> parts, std::size_t first, std::size_t k,
-                                             fixed_point scale, bool fast, std::int64_t* __restrict sums, T* out) {
+[[gnu::always_inline]] inline void add_block(const T* parts, std::size_t stride, int ranks, std::size_t k,
+                                             fixed_point scale, bool fast, std::int64_t* __restrict sums,
+                                             T* __restrict out) {
   using F = fixed_point::float_of_t<T>;
   if (!fast) {
     for (std::size_t i = 0; i < k; ++i) sums[i] = 0;
-    for (const T* part : parts) {
-      const T* v = part + first;
+    for (int q = 0; q < ranks; ++q) {
+      const T* v = parts + std::size_t(q) * stride;
       for (std::size_t i = 0; i < k; ++i) sums[i] += scale.units_of(v[i]);
     }
     scale.values_of(std::span<const std::int64_t>(sums, k), out);
@@ -88,8 +89,8 @@ template <class T>
   }
   const double down = std::ldexp(1.0, -scale.exponent), up = std::ldexp(1.0, scale.exponent);
   for (std::size_t i = 0; i < k; ++i) sums[i] = 0;
-  for (const T* part : parts) {
-    const T* __restrict v = part + first;
+  for (int q = 0; q < ranks; ++q) {
+    const T* __restrict v = parts + std::size_t(q) * stride;
     for (std::size_t i = 0; i < k; ++i) {
       const double shifted = static_cast<double>(static_cast<F>(v[i])) * down + shift;
       std::int64_t bits;
@@ -130,19 +131,18 @@ template <class T>
 // holds infinity or NaN marks the ranks whose parts do in `not_finite` and is skipped
 // (the call fails).
 template <class T>
-[[gnu::always_inline]] inline void reduce_blocks_in(std::span<const T* const> parts, std::size_t n, T* out,
-                                                    std::uint64_t terms, char* not_finite) {
-  const int ranks = static_cast<int>(parts.size());
+[[gnu::always_inline]] inline void reduce_blocks_in(const T* parts, std::size_t n, int ranks, T* out,
+                                                    std::uint64_t terms, unsigned char* not_finite) {
   using F = fixed_point::float_of_t<T>;
   constexpr std::size_t block = reproducible_sum::block;
   const bool fast = below_2_to_51(terms, ranks);
   alignas(64) std::int64_t sums[block];
   for (std::size_t first = 0; first < n; first += block) {
     const std::size_t k = std::min(block, n - first);
-    decltype(largest_bits(parts[0], 0)) largest = 0;
+    decltype(largest_bits(parts, 0)) largest = 0;
     bool finite = true;
     for (int q = 0; q < ranks; ++q) {
-      const auto bits = largest_bits(parts[std::size_t(q)] + first, k);
+      const auto bits = largest_bits(parts + std::size_t(q) * n + first, k);
       F m;
       std::memcpy(&m, &bits, sizeof m);
       if (!std::isfinite(m)) {
@@ -157,31 +157,32 @@ template <class T>
     int e = 0;
     std::frexp(m, &e);
     const fixed_point scale = largest == 0 ? fixed_point{} : fixed_point::for_terms(e, terms);
-    add_block(parts, first, k, scale, fast, sums, out + first);
+    add_block(parts + first, n, ranks, k, scale, fast, sums, out + first);
   }
 }
 
 template <class T>
-void reduce_blocks(std::span<const T* const> parts, std::size_t n, T* out, std::uint64_t terms, char* not_finite) {
-  reduce_blocks_in(parts, n, out, terms, not_finite);
+void reduce_blocks(const T* parts, std::size_t n, int ranks, T* out, std::uint64_t terms, unsigned char* not_finite) {
+  reduce_blocks_in(parts, n, ranks, out, terms, not_finite);
 }
 
 #if COLLECTIVES_AVX2_CLONES
 // Four doubles a turn instead of two, eight magnitudes instead of four: the sum's time
 // is mostly these loops.
 template <class T>
-__attribute__((target("avx2"))) void reduce_blocks_avx2(std::span<const T* const> parts, std::size_t n, T* out,
-                                                        std::uint64_t terms, char* not_finite) {
-  reduce_blocks_in(parts, n, out, terms, not_finite);
+__attribute__((target("avx2"))) void reduce_blocks_avx2(const T* parts, std::size_t n, int ranks, T* out,
+                                                        std::uint64_t terms, unsigned char* not_finite) {
+  reduce_blocks_in(parts, n, ranks, out, terms, not_finite);
 }
 #endif
 
 template <class T>
-void reduce_parts(const reproducible_sum& op, std::span<const T* const> parts, std::size_t n, T* out, char* not_finite) {
+void reduce_parts(const reproducible_sum& op, const T* parts, std::size_t n, int ranks, T* out,
+                  unsigned char* not_finite) {
 #if COLLECTIVES_AVX2_CLONES
-  if (cpu_has_avx2()) return reduce_blocks_avx2(parts, n, out, op.max_terms, not_finite);
+  if (cpu_has_avx2()) return reduce_blocks_avx2(parts, n, ranks, out, op.max_terms, not_finite);
 #endif
-  reduce_blocks(parts, n, out, op.max_terms, not_finite);
+  reduce_blocks(parts, n, ranks, out, op.max_terms, not_finite);
 }
 
 }  // namespace collectives::detail

@@ -52,6 +52,12 @@ struct memory_ops<device_memory> {
     device::finalize(dst, n, op, nranks, stream);
   }
 
+  // A reduction at owners (device::reduce_parts), enqueued.
+  template <class T, class Op>
+  void reduce_parts(const Op& op, const T* parts, std::size_t n, int ranks, T* out, unsigned char* not_finite) const {
+    device::reduce_parts(op, parts, n, ranks, out, not_finite, stream);
+  }
+
   // Returns once everything enqueued so far has run; a call's last step. Polls an
   // event rather than blocking in the driver, so a device that never finishes costs
   // a timeout, not a hang.

@@ -4,7 +4,8 @@
 // COLLECTIVES_HOST_DEVICE as the built-ins are) and trivially copyable (it travels
 // to the kernel by value). combine, reduce and finalize are declared for other
 // compilers in reductions.hpp; COLLECTIVES_DEVICE_REDUCTIONS (config.hpp) makes the
-// combine and finalize a device call needs for code built there.
+// combine and finalize a device call needs for code built there (for accumulate_as and
+// reproducible_sum, the reduction at owners: reduce_parts.cuh).
 #pragma once
 
 #include <cub/device/device_transform.cuh>
@@ -18,6 +19,8 @@
 #include "../memory_space.hpp"
 #include "cuda_check.hpp"
 #include "reductions.hpp"
+#include "reduce_parts.cuh"
+#include "../ops/builtin.hpp"
 
 namespace collectives::device {
 
@@ -106,6 +109,18 @@ struct reductions_of {
     if constexpr (has_finalize<Op, T>) return &device::finalize<T, Op>;
     else return nullptr;
   }();
+};
+
+// accumulate_as and reproducible_sum reduce at owners (reduce_parts.cuh), and
+// reproducible_sum's calls all-reduce a byte per rank with max.
+template <class T, class A, class Op>
+struct reductions_of<T, accumulating_op<A, Op>> {
+  static constexpr auto reduce_parts_step = &device::reduce_parts<T, accumulating_op<A, Op>>;
+};
+template <class T>
+struct reductions_of<T, reproducible_sum> {
+  static constexpr auto reduce_parts_step = &device::reduce_parts<T, reproducible_sum>;
+  static constexpr auto flags_step = &device::combine<unsigned char, max>;
 };
 
 }  // namespace detail

@@ -30,4 +30,13 @@ template <class T, class Op>
   requires has_finalize<Op, T>
 void finalize(T* dst, std::size_t n, const Op& op, int nranks, cudaStream_t stream);
 
+// The reduction at owners of accumulate_as and reproducible_sum (detail/accumulated_call.hpp):
+// `ranks` parts of n elements back to back at `parts`, reduced in rank order into `out`,
+// each result rounded to T once; reproducible_sum sets not_finite[q] to 1 where rank
+// q's part of a block holds infinity or NaN, and leaves that block's results unwritten.
+// Made by device/reduce_parts.cuh.
+template <class T, class Op>
+void reduce_parts(const Op& op, const T* parts, std::size_t n, int ranks, T* out, unsigned char* not_finite,
+                  cudaStream_t stream);
+
 }  // namespace collectives::device

@@ -15,11 +15,12 @@
 #include <span>
 #include <type_traits>
 
-#if defined(__SSE2__) && defined(__x86_64__)
+#if defined(__SSE2__) && defined(__x86_64__) && !defined(__CUDA_ARCH__)
 #include <emmintrin.h>
 #endif
 
 #include "../concepts/reduce_op.hpp"
+#include "../config.hpp"
 #include "../element_types.hpp"
 #include "builtin.hpp"
 
@@ -35,8 +36,10 @@ struct accumulating_op {
   using accumulator = Accumulator;
   Op op;
 
-  Accumulator operator()(const Accumulator& a, const Accumulator& b) const { return static_cast<Accumulator>(op(a, b)); }
-  Accumulator finalize(const Accumulator& total, int nranks) const
+  COLLECTIVES_HOST_DEVICE Accumulator operator()(const Accumulator& a, const Accumulator& b) const {
+    return static_cast<Accumulator>(op(a, b));
+  }
+  COLLECTIVES_HOST_DEVICE Accumulator finalize(const Accumulator& total, int nranks) const
     requires has_finalize<Op, Accumulator>
   {
     return static_cast<Accumulator>(op.finalize(total, nranks));
@@ -95,8 +98,14 @@ struct fixed_point {
   }
 
   // The scale for values whose magnitudes are below 2^max_exponent (a value's
-  // exponent: frexp's), `terms` of them at most: the finest that cannot overflow.
-  static fixed_point for_terms(int max_exponent, std::uint64_t terms) { return {max_exponent + headroom(terms) - 62}; }
+  // exponent: frexp's), `terms` of them at most: the finest that cannot overflow, and
+  // no finer than 2^-1022, so that 2^-exponent and 2^exponent are both normal doubles
+  // (doubles below 2^-981 would need a finer one; below 2^-1023 they count as zero).
+  static constexpr int finest = -1022;
+  static fixed_point for_terms(int max_exponent, std::uint64_t terms) {
+    const int exponent = max_exponent + headroom(terms) - 62;
+    return {exponent > finest ? exponent : finest};
+  }
   // The bits a sum of `terms` values needs above one value's: ceil(log2(terms)).
   static int headroom(std::uint64_t terms) {
     int bits = 0;
@@ -112,7 +121,7 @@ struct fixed_point {
   // llrint in the default rounding mode (to nearest, ties to even), inlined: the call
   // into libm was a third of a reproducible sum's time.
   static std::int64_t nearest_integer(double v) {
-#if defined(__SSE2__) && defined(__x86_64__)
+#if defined(__SSE2__) && defined(__x86_64__) && !defined(__CUDA_ARCH__)
     return _mm_cvtsd_si64(_mm_set_sd(v));
 #else
     return std::llrint(v);
