@@ -80,47 +80,71 @@ inline bool cpu_has_avx2() noexcept {
   return has;
 }
 
-// The bf16 sum once more where the CPU has AVX-512 BF16, whose vcvtne2ps2bf16 rounds 32
-// floats to bf16 at once, ties to even as bf16's conversion does (2.7 times the AVX2
-// loop's speed on data in cache). It flushes subnormals to zero and keeps NaN payloads,
-// which the conversion does not: a tile whose sums hold either converts in C++. The one
-// instruction is written as assembly, since <immintrin.h> cost g++ 0.7 s a file.
+// bf16's sum and its rounding from float once more where the CPU has AVX-512 BF16,
+// whose vcvtne2ps2bf16 rounds 32 floats to bf16 at once, ties to even as bf16's
+// conversion does (the sum: 2.7 times the AVX2 loop's speed on data in cache). It
+// flushes subnormals to zero and keeps NaN payloads, which the conversion does not:
+// 32 values that hold either convert in C++. The one instruction is written as
+// assembly, since <immintrin.h> cost g++ 0.7 s a file.
 inline bool cpu_has_avx512_bf16() noexcept {
   static const bool has = __builtin_cpu_supports("avx512bf16");
   return has;
 }
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) inline void add_bf16_avx512(
-    bf16* __restrict dst, const bf16* __restrict src, std::size_t n) {
-  constexpr std::size_t tile = 256;
-  alignas(64) float sums[tile];
+#define COLLECTIVES_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+
+// Whether any of in[0..n) is a subnormal or NaN, in a loop that vectorizes.
+[[gnu::always_inline]] COLLECTIVES_AVX512_BF16 inline bool any_special(const float* in, std::size_t n) {
+  std::uint32_t special = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint32_t magnitude;
+    std::memcpy(&magnitude, in + i, sizeof magnitude);
+    magnitude &= 0x7FFFFFFFu;
+    special |= std::uint32_t(magnitude - 1u < 0x7FFFFFu) | std::uint32_t(magnitude > 0x7F800000u);
+  }
+  return special != 0;
+}
+
+// out[0..n) = bf16(in[0..n)), n a multiple of 32.
+[[gnu::always_inline]] COLLECTIVES_AVX512_BF16 inline void round_to_bf16_in_32s(const float* in, bf16* out,
+                                                                               std::size_t n) {
+  if (any_special(in, n)) {
+    for (std::size_t i = 0; i < n; ++i) out[i] = bf16(in[i]);
+    return;
+  }
+  for (std::size_t j = 0; j < n; j += 32)  // in[j..j+16) to the lower half
+    asm("vmovups %1, %%zmm0\n\tvmovups %2, %%zmm1\n\tvcvtne2ps2bf16 %%zmm0, %%zmm1, %%zmm1\n\tvmovdqu16 %%zmm1, %0"
+        : "=m"(*reinterpret_cast<char(*)[64]>(out + j))
+        : "m"(*reinterpret_cast<const char(*)[64]>(in + j)), "m"(*reinterpret_cast<const char(*)[64]>(in + j + 16))
+        : "xmm0", "xmm1");
+}
+
+// A tile of 256 at a time: sums that stay in cache, and one check for all of them.
+inline constexpr std::size_t bf16_tile = 256;
+
+COLLECTIVES_AVX512_BF16 inline void add_bf16_avx512(bf16* __restrict dst, const bf16* __restrict src, std::size_t n) {
+  alignas(64) float sums[bf16_tile];
   std::size_t first = 0;
-  for (; first + tile <= n; first += tile) {
-    std::uint32_t special = 0;  // a subnormal or NaN sum
-    for (std::size_t i = 0; i < tile; ++i) {
-      const float total = float(dst[first + i]) + float(src[first + i]);
-      std::uint32_t magnitude;
-      std::memcpy(&magnitude, &total, sizeof magnitude);
-      magnitude &= 0x7FFFFFFFu;
-      special |= std::uint32_t(magnitude - 1u < 0x7FFFFFu) | std::uint32_t(magnitude > 0x7F800000u);
-      sums[i] = total;
-    }
-    if (special) {
-      for (std::size_t i = 0; i < tile; ++i) dst[first + i] = bf16(sums[i]);
-      continue;
-    }
-    for (std::size_t j = 0; j < tile; j += 32)  // sums[j..j+16) to the lower half
-      asm("vmovaps %1, %%zmm0\n\tvmovaps %2, %%zmm1\n\tvcvtne2ps2bf16 %%zmm0, %%zmm1, %%zmm1\n\tvmovdqu16 %%zmm1, %0"
-          : "=m"(*reinterpret_cast<char(*)[64]>(dst + first + j))
-          : "m"(*reinterpret_cast<const char(*)[64]>(sums + j)), "m"(*reinterpret_cast<const char(*)[64]>(sums + j + 16))
-          : "xmm0", "xmm1");
+  for (; first + bf16_tile <= n; first += bf16_tile) {
+    for (std::size_t i = 0; i < bf16_tile; ++i) sums[i] = float(dst[first + i]) + float(src[first + i]);
+    round_to_bf16_in_32s(sums, dst + first, bf16_tile);
   }
   for (std::size_t i = first; i < n; ++i) dst[i] = dst[i] + src[i];
 }
+
+COLLECTIVES_AVX512_BF16 inline void round_to_bf16_avx512(const float* __restrict in, bf16* __restrict out,
+                                                         std::size_t n) {
+  std::size_t first = 0;
+  for (; first + bf16_tile <= n; first += bf16_tile) round_to_bf16_in_32s(in + first, out + first, bf16_tile);
+  for (std::size_t i = first; i < n; ++i) out[i] = bf16(in[i]);
+}
+#undef COLLECTIVES_AVX512_BF16
 #endif
 
 template <class To, class From>
 inline void convert(const From* in, To* out, std::size_t n) {
 #if COLLECTIVES_AVX2_CLONES
+  if constexpr (std::is_same_v<To, bf16> && std::is_same_v<From, float>)
+    if (cpu_has_avx512_bf16()) return round_to_bf16_avx512(in, out, n);
   if constexpr (narrow_float<To> || narrow_float<From>)
     if (cpu_has_avx2()) return convert_each_avx2(in, out, n);
 #endif
