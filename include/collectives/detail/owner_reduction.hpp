@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <span>
 #include <vector>
@@ -61,8 +61,8 @@ void reduce_parts(const accumulating_op<A, Op>& op, const T* parts, std::size_t 
 // it leaves the integer nearest it (ties to even) in the low bits of the double; and a
 // sum of `ranks` of them below 2^51 converts back the same way. No conversion
 // instruction between double and int64 (AVX2 has none), so the loops vectorize.
-inline constexpr double shift = 0x1.8p52;
-inline constexpr std::int64_t shift_bits = 0x4338000000000000;
+inline constexpr double rounding_shift = 0x1.8p52;
+inline constexpr std::int64_t rounding_shift_bits = 0x4338000000000000;  // its bits
 
 inline bool below_2_to_51(std::uint64_t terms, int ranks) {
   const int headroom = fixed_point::headroom(terms);
@@ -92,17 +92,17 @@ template <class T>
   for (int q = 0; q < ranks; ++q) {
     const T* __restrict v = parts + std::size_t(q) * stride;
     for (std::size_t i = 0; i < k; ++i) {
-      const double shifted = static_cast<double>(static_cast<F>(v[i])) * down + shift;
+      const double shifted = static_cast<double>(static_cast<F>(v[i])) * down + rounding_shift;
       std::int64_t bits;
       std::memcpy(&bits, &shifted, sizeof bits);
-      sums[i] += bits - shift_bits;
+      sums[i] += bits - rounding_shift_bits;
     }
   }
   for (std::size_t i = 0; i < k; ++i) {
-    const std::int64_t bits = sums[i] + shift_bits;
+    const std::int64_t bits = sums[i] + rounding_shift_bits;
     double total;
     std::memcpy(&total, &bits, sizeof total);
-    const double value = (total - shift) * up;  // both steps exact
+    const double value = (total - rounding_shift) * up;  // both steps exact
     if constexpr (std::is_same_v<T, double>) out[i] = value;
     else if constexpr (std::is_same_v<T, float>) out[i] = static_cast<float>(value);
     else out[i] = T(static_cast<float>(value));

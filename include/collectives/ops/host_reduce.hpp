@@ -84,16 +84,16 @@ inline bool cpu_has_avx2() noexcept {
 // whose vcvtne2ps2bf16 rounds 32 floats to bf16 at once, ties to even as bf16's
 // conversion does (the sum: 2.7 times the AVX2 loop's speed on data in cache). It
 // flushes subnormals to zero and keeps NaN payloads, which the conversion does not:
-// 32 values that hold either convert in C++. The one instruction is written as
+// a tile that holds either converts in C++. The one instruction is written as
 // assembly, since <immintrin.h> cost g++ 0.7 s a file.
 inline bool cpu_has_avx512_bf16() noexcept {
   static const bool has = __builtin_cpu_supports("avx512bf16");
   return has;
 }
-#define COLLECTIVES_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
 // Whether any of in[0..n) is a subnormal or NaN, in a loop that vectorizes.
-[[gnu::always_inline]] COLLECTIVES_AVX512_BF16 inline bool any_special(const float* in, std::size_t n) {
+[[gnu::always_inline]] __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+inline bool any_special(const float* in, std::size_t n) {
   std::uint32_t special = 0;
   for (std::size_t i = 0; i < n; ++i) {
     std::uint32_t magnitude;
@@ -105,8 +105,8 @@ inline bool cpu_has_avx512_bf16() noexcept {
 }
 
 // out[0..n) = bf16(in[0..n)), n a multiple of 32.
-[[gnu::always_inline]] COLLECTIVES_AVX512_BF16 inline void round_to_bf16_in_32s(const float* in, bf16* out,
-                                                                               std::size_t n) {
+[[gnu::always_inline]] __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+inline void round_to_bf16_in_32s(const float* in, bf16* out, std::size_t n) {
   if (any_special(in, n)) {
     for (std::size_t i = 0; i < n; ++i) out[i] = bf16(in[i]);
     return;
@@ -121,7 +121,8 @@ inline bool cpu_has_avx512_bf16() noexcept {
 // A tile of 256 at a time: sums that stay in cache, and one check for all of them.
 inline constexpr std::size_t bf16_tile = 256;
 
-COLLECTIVES_AVX512_BF16 inline void add_bf16_avx512(bf16* __restrict dst, const bf16* __restrict src, std::size_t n) {
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+inline void add_bf16_avx512(bf16* __restrict dst, const bf16* __restrict src, std::size_t n) {
   alignas(64) float sums[bf16_tile];
   std::size_t first = 0;
   for (; first + bf16_tile <= n; first += bf16_tile) {
@@ -131,13 +132,12 @@ COLLECTIVES_AVX512_BF16 inline void add_bf16_avx512(bf16* __restrict dst, const 
   for (std::size_t i = first; i < n; ++i) dst[i] = dst[i] + src[i];
 }
 
-COLLECTIVES_AVX512_BF16 inline void round_to_bf16_avx512(const float* __restrict in, bf16* __restrict out,
-                                                         std::size_t n) {
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+inline void round_to_bf16_avx512(const float* __restrict in, bf16* __restrict out, std::size_t n) {
   std::size_t first = 0;
   for (; first + bf16_tile <= n; first += bf16_tile) round_to_bf16_in_32s(in + first, out + first, bf16_tile);
   for (std::size_t i = first; i < n; ++i) out[i] = bf16(in[i]);
 }
-#undef COLLECTIVES_AVX512_BF16
 #endif
 
 template <class To, class From>
@@ -154,7 +154,8 @@ inline void convert(const From* in, To* out, std::size_t n) {
 template <operand_order Order, class T, class Op>
 inline void combine_in_order(T* __restrict dst, const T* __restrict src, std::size_t n, Op& op) {
 #if COLLECTIVES_AVX2_CLONES
-  if constexpr (std::is_same_v<T, bf16> && std::is_same_v<std::remove_cv_t<Op>, sum>)  // finite sums: the same in either order
+  // bf16's sum: the same in either order (but for which NaN a NaN + NaN keeps)
+  if constexpr (std::is_same_v<T, bf16> && std::is_same_v<std::remove_cv_t<Op>, sum>)
     if (cpu_has_avx512_bf16()) return add_bf16_avx512(dst, src, n);
   if constexpr (narrow_float<T>)
     if (cpu_has_avx2()) return combine_avx2<Order>(dst, src, n, op);
