@@ -118,7 +118,7 @@ constexpr bool check_accumulation() {
   return true;
 }
 
-// A buffer as a span of its elements, in its memory space.
+// A buffer as a span of its elements (its memory space goes along as a template argument).
 template <class R>
 auto span_of(R&& r) {
   return std::span(std::ranges::data(r), std::ranges::size(r));
