@@ -1,8 +1,8 @@
-// Reductions through a wider accumulator: accumulate_as<A>(op), whose partial sums
-// travel as A and are rounded to the element type once, and reproducible_sum, whose
-// partial sums are 64-bit integers at an exponent the ranks agree on, so that the
-// result does not depend on the order of the adds. The calls that run them are in
-// detail/accumulated_call.hpp; docs/precision.md has the error bounds.
+// Reductions through a wider accumulator: accumulate_as<A>(op), which adds in A and
+// rounds to the element type once, and reproducible_sum, which adds 64-bit integers at
+// a scale each block's values fix, so that the result does not depend on the order of
+// the adds. The calls that run them reduce each element at one owner
+// (detail/accumulated_call.hpp); docs/precision.md has the error bounds.
 #pragma once
 
 #include <cmath>
@@ -27,9 +27,9 @@
 namespace collectives {
 
 // Op applied to values widened to Accumulator: all_reduce, reduce and reduce_scatter
-// widen each rank's input, reduce in Accumulator (partial sums cross the links at its
-// width) and round each result to the element type once; an all_reduce then gathers
-// the results in the element type.
+// send each element's values to its owner in the element type, which widens them,
+// reduces them in rank order in Accumulator and rounds the result once; an all_reduce
+// then gathers the results in the element type.
 template <class Accumulator, class Op>
 struct accumulating_op {
   static constexpr bool commutative = is_commutative_v<Op>;
@@ -166,10 +166,10 @@ int largest_exponent(std::span<const T> values) {
 }
 
 // A sum that is the same, bit for bit, however the values are split across ranks and
-// whatever the algorithm: the ranks agree on a fixed_point scale for each block of
-// elements from the largest magnitude there on any rank, add in int64 exactly, and
-// round each result once. For
-// float, double and the narrow types; at most `max_terms` values per element (the
+// whatever the algorithm: each block of elements gets a fixed_point scale from its
+// largest magnitude on any rank (at its owner, which holds all of its values), the
+// values add in int64 exactly, and each result rounds once. For float, double and the
+// narrow types; at most `max_terms` values per element (the
 // rank count, or more where ranks add partial sums of their own first). Infinity or
 // NaN in an input is an error (errc::not_finite) on every rank.
 struct reproducible_sum {
