@@ -156,6 +156,12 @@ int main(int argc, char** argv) {
     benchmark::RegisterBenchmark(("combine/capped_sum/float" + suffix).c_str(), combine_bench<float, capped_sum>,
                                  capped_sum{}, order)->Apply(sizes);
   }
+  // The narrow types' sums, through float: AVX-512 BF16 for bf16 and F16C for fp16
+  // where the CPU has them, else the AVX2 or baseline loops (ops/host_reduce.hpp).
+  benchmark::RegisterBenchmark("combine/sum/bf16/received_last", combine_bench<collectives::bf16, collectives::sum>,
+                               collectives::sum{}, operand_order::received_last)->Apply(sizes);
+  benchmark::RegisterBenchmark("combine/sum/fp16/received_last", combine_bench<collectives::fp16, collectives::sum>,
+                               collectives::sum{}, operand_order::received_last)->Apply(sizes);
   benchmark::RegisterBenchmark("stream/add/float", stream_bench<float, decltype(&stream_add)>, stream_add)
       ->Apply(sizes);
   benchmark::RegisterBenchmark("stream/max/int32", stream_bench<std::int32_t, decltype(&stream_max)>, stream_max)
