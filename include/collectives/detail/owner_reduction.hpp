@@ -109,23 +109,6 @@ template <class T>
   }
 }
 
-// The largest magnitude's bits in v[0..k) (infinity and NaN lie above every finite
-// value's), as largest_exponent() finds it, in a loop without branches.
-template <class T>
-[[gnu::always_inline]] inline auto largest_bits(const T* __restrict v, std::size_t k) {
-  using F = fixed_point::float_of_t<T>;
-  using Bits = std::conditional_t<sizeof(F) == 4, std::uint32_t, std::uint64_t>;
-  Bits largest = 0;
-  for (std::size_t i = 0; i < k; ++i) {
-    const F f = static_cast<F>(v[i]);
-    Bits b;
-    std::memcpy(&b, &f, sizeof b);
-    b &= ~Bits(0) >> 1;
-    largest = b > largest ? b : largest;
-  }
-  return largest;
-}
-
 // Through reproducible_sum, block by block: the block's scale from its largest value
 // over every part, the parts' units added exactly, each sum rounded once. A block that
 // holds infinity or NaN marks the ranks whose parts do in `not_finite` and is skipped
@@ -135,28 +118,24 @@ template <class T>
                                                     std::uint64_t terms, unsigned char* not_finite) {
   using F = fixed_point::float_of_t<T>;
   constexpr std::size_t block = reproducible_sum::block;
+  constexpr int infinite = std::numeric_limits<int>::max(), all_zero = std::numeric_limits<int>::min();
   const bool fast = below_2_to_51(terms, ranks);
   alignas(64) std::int64_t sums[block];
   for (std::size_t first = 0; first < n; first += block) {
     const std::size_t k = std::min(block, n - first);
-    decltype(largest_bits(parts, 0)) largest = 0;
+    decltype(largest_magnitude_bits(parts, 0)) largest = 0;
     bool finite = true;
     for (int q = 0; q < ranks; ++q) {
-      const auto bits = largest_bits(parts + std::size_t(q) * n + first, k);
-      F m;
-      std::memcpy(&m, &bits, sizeof m);
-      if (!std::isfinite(m)) {
+      const auto bits = largest_magnitude_bits(parts + std::size_t(q) * n + first, k);
+      if (exponent_of_magnitude<F>(bits) == infinite) {
         not_finite[q] = 1;
         finite = false;
       }
       largest = bits > largest ? bits : largest;
     }
     if (!finite) continue;
-    F m;
-    std::memcpy(&m, &largest, sizeof m);
-    int e = 0;
-    std::frexp(m, &e);
-    const fixed_point scale = largest == 0 ? fixed_point{} : fixed_point::for_terms(e, terms);
+    const int e = exponent_of_magnitude<F>(largest);
+    const fixed_point scale = e == all_zero ? fixed_point{} : fixed_point::for_terms(e, terms);
     add_block(parts + first, n, ranks, k, scale, fast, sums, out + first);
   }
 }

@@ -17,10 +17,10 @@
 #include "../concepts/reduce_op.hpp"
 #include "../config.hpp"
 #include "../memory_space.hpp"
-#include "cuda_check.hpp"
-#include "reductions.hpp"
-#include "reduce_parts.cuh"
 #include "../ops/builtin.hpp"
+#include "cuda_check.hpp"
+#include "reduce_parts.cuh"
+#include "reductions.hpp"
 
 namespace collectives::device {
 

@@ -136,33 +136,50 @@ struct fixed_point {
   }
 };
 
+namespace detail {
+
+// The largest magnitude among `n` values, as the bits of their float type without the
+// sign: the largest pattern, which a loop without branches finds (infinity and NaN lie
+// above every finite one). Inlined, so that a loop compiled for AVX2 runs it so too.
+template <class T>
+[[gnu::always_inline]] inline auto largest_magnitude_bits(const T* values, std::size_t n) {
+  using F = fixed_point::float_of_t<T>;
+  using Bits = std::conditional_t<sizeof(F) == 4, std::uint32_t, std::uint64_t>;
+  Bits largest = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const F f = static_cast<F>(values[i]);
+    Bits b;
+    std::memcpy(&b, &f, sizeof b);
+    b &= ~Bits(0) >> 1;
+    largest = b > largest ? b : largest;
+  }
+  return largest;
+}
+
+// The exponent (frexp's) of a magnitude of float type F given as its bits: the
+// smallest int for zero, the largest for infinity or NaN.
+template <class F, class Bits>
+int exponent_of_magnitude(Bits magnitude) {
+  const F infinity = std::numeric_limits<F>::infinity();
+  Bits infinity_bits;
+  std::memcpy(&infinity_bits, &infinity, sizeof infinity_bits);
+  if (magnitude >= infinity_bits) return std::numeric_limits<int>::max();
+  if (magnitude == 0) return std::numeric_limits<int>::min();
+  F m;
+  std::memcpy(&m, &magnitude, sizeof m);
+  int e = 0;
+  std::frexp(m, &e);
+  return e;
+}
+
+}  // namespace detail
+
 // The exponent of the largest magnitude in `values` (frexp's: every |value| is below
 // 2^e), the smallest int for none or all zeros, or the largest for infinity or NaN.
 template <class T>
 int largest_exponent(std::span<const T> values) {
-  // The largest magnitude is the largest bit pattern without the sign, which a loop
-  // without branches finds (and infinity and NaN lie above every finite pattern).
-  using F = fixed_point::float_of_t<T>;
-  using Bits = std::conditional_t<sizeof(F) == 4, std::uint32_t, std::uint64_t>;
-  constexpr Bits magnitude = ~Bits(0) >> 1;
-  Bits largest = 0;
-  for (const T& v : values) {
-    const F f = static_cast<F>(v);
-    Bits b;
-    std::memcpy(&b, &f, sizeof b);
-    b &= magnitude;
-    largest = b > largest ? b : largest;
-  }
-  const F infinity = std::numeric_limits<F>::infinity();
-  Bits infinity_bits;
-  std::memcpy(&infinity_bits, &infinity, sizeof infinity_bits);
-  if (largest >= infinity_bits) return std::numeric_limits<int>::max();
-  if (largest == 0) return std::numeric_limits<int>::min();
-  F m;
-  std::memcpy(&m, &largest, sizeof m);
-  int e = 0;
-  std::frexp(m, &e);
-  return e;
+  return detail::exponent_of_magnitude<fixed_point::float_of_t<T>>(
+      detail::largest_magnitude_bits(values.data(), values.size()));
 }
 
 // A sum that is the same, bit for bit, however the values are split across ranks and
