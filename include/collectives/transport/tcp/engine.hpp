@@ -38,7 +38,6 @@
 #include "../../config.hpp"
 #include "../../error.hpp"
 #include "../../log.hpp"
-#include "../detail/cpus.hpp"
 #include "connection.hpp"
 #include "door.hpp"
 #include "frame.hpp"
@@ -206,9 +205,6 @@ class engine {
   asio::executor_work_guard<asio::io_context::executor_type> keep_waiting_{io_.get_executor()};
   transport_detail::matching_engine<> match_;
   engine_limits limits_;
-  // A rank bound to a core of its own polls without yielding it (each yield is a
-  // system call, and a message that lands meanwhile waits for the next look).
-  bool bound_to_one_cpu_ = transport_detail::bound_to_one_cpu();
   std::vector<std::unique_ptr<connection>> links_;  // by peer rank; null for this rank
   std::shared_ptr<asio::ip::tcp::acceptor> door_;
   bool admitting_ = false;

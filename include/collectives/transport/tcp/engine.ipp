@@ -47,8 +47,7 @@ bool engine::wait_for_activity(deadline until) {
   const auto poll_until = std::min(until, clock::now() + limits_.poll_time);
   do {
     if (io_.poll() > 0) return true;
-    if (bound_to_one_cpu_) transport_detail::cpu_relax();
-    else std::this_thread::yield();
+    std::this_thread::yield();
   } while (clock::now() < poll_until);
   const bool ran = io_.run_one_until(until) > 0;
   const bool more = io_.poll() > 0;  // counts: a caller told "nothing ran" would sleep on what did
