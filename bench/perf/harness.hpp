@@ -20,6 +20,7 @@
 // Plain standard C++: no library or MPI header here.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -100,9 +101,26 @@ void fill(const layout& l, int rank, int root, bool in_place, std::vector<T>& in
   }
 }
 
+// Seconds per call of `iterations` calls back to back: timed as one, or as `batches`
+// batches (calls shared out as evenly as they go) whose median per call is taken.
+template <class Call>
+double timed_calls(int iterations, int batches, Call&& call) {
+  using clock = std::chrono::steady_clock;
+  batches = std::clamp(batches, 1, iterations);
+  std::vector<double> per_call;
+  for (int k = 0; k < batches; ++k) {
+    const int calls = iterations / batches + (k < iterations % batches ? 1 : 0);
+    const auto start = clock::now();
+    for (int i = 0; i < calls; ++i) call();
+    per_call.push_back(std::chrono::duration<double>(clock::now() - start).count() / calls);
+  }
+  std::sort(per_call.begin(), per_call.end());
+  const std::size_t n = per_call.size();
+  return n % 2 ? per_call[n / 2] : (per_call[n / 2 - 1] + per_call[n / 2]) / 2;
+}
+
 template <collective C, class T, op_kind K, class Backend>
 void run_sizes(Backend& b, const options& o, reporter& out, bool& corrupt_pending) {
-  using clock = std::chrono::steady_clock;
   const int ranks = b.size(), rank = b.rank();
   const int root = has_root(C) ? o.root : -1;
   std::size_t previous = SIZE_MAX;
@@ -127,10 +145,7 @@ void run_sizes(Backend& b, const options& o, reporter& out, bool& corrupt_pendin
     upload();
     for (int i = 0; i < o.warmup_iterations; ++i) call();
     b.barrier();
-    const auto start = clock::now();
-    for (int i = 0; i < o.iterations; ++i) call();
-    const double seconds = std::chrono::duration<double>(clock::now() - start).count() / o.iterations;
-    const double slowest = b.max_over_ranks(seconds);
+    const double slowest = b.max_over_ranks(timed_calls(o.iterations, o.batches, call));
 
     long long wrong = -1;
     if (o.check) {

@@ -20,6 +20,7 @@ struct options {
   std::size_t min_bytes = std::size_t(32) << 20, max_bytes = std::size_t(32) << 20;  // nccl-tests' defaults
   std::size_t step_factor = 2, step_bytes = 0;  // step_bytes > 0: additive steps instead
   int iterations = 20, warmup_iterations = 5;
+  int batches = 1;  // the timed calls in this many batches; the median batch's time
   bool check = true;
   std::vector<op_kind> ops{op_kind::sum};
   std::vector<element_type> types{element_type::float32};
@@ -62,6 +63,8 @@ inline void print_usage(std::FILE* to, program who, const std::string& algorithm
       "  -i, --stepbytes N      add N bytes each step instead\n"
       "  -n, --iters N          timed calls per size; default 20\n"
       "  -w, --warmup_iters N   untimed calls before them; default 5\n"
+      "      --batches K        time the -n calls as K batches and take the median batch, so that\n"
+      "                         a stall of the machine moves one batch, not the figure; default 1\n"
       "  -c, --check 0|1        check every element of every rank's result; default 1\n"
       "  -o, --op OP            sum prod min max avg absmax (a user functor), or all; default sum\n"
       "  -d, --datatype TYPE    float double int32 int64 uint8, or all; default float\n"
@@ -87,7 +90,8 @@ inline void print_usage(std::FILE* to, program who, const std::string& algorithm
       "      --in-place         time the in-place form\n"
       "      --json FILE        append one JSON object per result line (\"wrong\": null with -c 0)\n"
       "  -h, --help             this text\n"
-      "time: after a barrier, -n calls back to back timed as one, divided by -n; the slowest rank's time.\n"
+      "time: after a barrier, -n calls back to back timed as one, divided by -n (with --batches, the\n"
+      "median batch's time per call); the slowest rank's time.\n"
       "algbw = size / time; busbw = algbw * factor (all_reduce 2(P-1)/P; all_gather, reduce_scatter,\n"
       "all_to_all, gather, scatter (P-1)/P; broadcast, reduce 1). Exit status: 0, 1 if any element was\n"
       "wrong or a call failed, 2 for bad flags.\n",
@@ -195,6 +199,7 @@ inline parse_result parse_options(int argc, char** argv, int first, program who)
       if (r.error.empty() && o.step_bytes == 0) fail("-i 0: the step must be at least one byte");
     } else if (is("-n", "--iters")) number(o.iterations, 1);
     else if (is("-w", "--warmup_iters")) number(o.warmup_iterations, 0);
+    else if (is(nullptr, "--batches")) number(o.batches, 1);
     else if (is("-r", "--root")) number(o.root, 0);
     else if (is("-c", "--check")) {
       if (auto v = take()) {

@@ -3,6 +3,7 @@
 // twin, so both programs' figures read and parse the same way.
 #pragma once
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <string_view>
@@ -78,8 +79,12 @@ class reporter {
                 opts_.min_bytes, opts_.max_bytes, opts_.step_factor > 1 ? opts_.step_factor : opts_.step_bytes,
                 opts_.step_factor > 1 ? "factor" : "bytes", opts_.warmup_iterations, opts_.iterations,
                 opts_.check ? 1 : 0);
-    std::printf("# time: a barrier, then %d calls back to back timed as one, per call; the slowest rank's time\n",
-                opts_.iterations);
+    if (opts_.batches > 1)
+      std::printf("# time: a barrier, then %d calls back to back in %d batches, the median batch per call; the slowest rank's time\n",
+                  opts_.iterations, std::min(opts_.batches, opts_.iterations));
+    else
+      std::printf("# time: a barrier, then %d calls back to back timed as one, per call; the slowest rank's time\n",
+                  opts_.iterations);
     std::printf("# algbw = size / time, busbw = algbw * %s (P = ranks)\n#\n", bus_bandwidth_formula(c).c_str());
     std::printf("#       size         count      type   redop    root     time(us)   algbw(GB/s)   busbw(GB/s)  #wrong\n");
     std::printf("#        (B)    (elements)\n");
