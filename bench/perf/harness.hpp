@@ -102,11 +102,11 @@ void fill(const layout& l, int rank, int root, bool in_place, std::vector<T>& in
 }
 
 // Seconds per call of `iterations` calls back to back: timed as one, or as `batches`
-// batches (calls shared out as evenly as they go) whose median per call is taken.
+// batches (1 to `iterations`; calls shared out as evenly as they go) whose median per
+// call is taken.
 template <class Call>
 double timed_calls(int iterations, int batches, Call&& call) {
   using clock = std::chrono::steady_clock;
-  batches = std::clamp(batches, 1, iterations);
   std::vector<double> per_call;
   for (int k = 0; k < batches; ++k) {
     const int calls = iterations / batches + (k < iterations % batches ? 1 : 0);
@@ -145,7 +145,7 @@ void run_sizes(Backend& b, const options& o, reporter& out, bool& corrupt_pendin
     upload();
     for (int i = 0; i < o.warmup_iterations; ++i) call();
     b.barrier();
-    const double slowest = b.max_over_ranks(timed_calls(o.iterations, o.batches, call));
+    const double slowest = b.max_over_ranks(timed_calls(o.iterations, o.timed_batches(), call));
 
     long long wrong = -1;
     if (o.check) {

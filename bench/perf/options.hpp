@@ -3,6 +3,7 @@
 // programs and the Open MPI twin, so both take the same flags and check the same way.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <optional>
@@ -30,6 +31,9 @@ struct options {
   bool in_place = false;
   std::string json_path;
   bool corrupt_for_test = false;  // flips one result element, to prove the check fails
+
+  // The batches the calls are timed in: no more than the calls (each batch has one).
+  int timed_batches() const { return std::clamp(batches, 1, iterations); }
 };
 
 // Who parses: the two programs differ in --algo and --transport only.

@@ -3,7 +3,6 @@
 // twin, so both programs' figures read and parse the same way.
 #pragma once
 
-#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <string_view>
@@ -79,9 +78,9 @@ class reporter {
                 opts_.min_bytes, opts_.max_bytes, opts_.step_factor > 1 ? opts_.step_factor : opts_.step_bytes,
                 opts_.step_factor > 1 ? "factor" : "bytes", opts_.warmup_iterations, opts_.iterations,
                 opts_.check ? 1 : 0);
-    if (opts_.batches > 1)
+    if (opts_.timed_batches() > 1)
       std::printf("# time: a barrier, then %d calls back to back in %d batches, the median batch per call; the slowest rank's time\n",
-                  opts_.iterations, std::min(opts_.batches, opts_.iterations));
+                  opts_.iterations, opts_.timed_batches());
     else
       std::printf("# time: a barrier, then %d calls back to back timed as one, per call; the slowest rank's time\n",
                   opts_.iterations);
