@@ -56,6 +56,7 @@ struct connection {
   std::vector<std::byte> inbox;
   std::size_t inbox_begin = 0, inbox_end = 0;  // the bytes not taken apart yet
   bool reading = false;                        // a read (into the inbox or a receive's buffer) is under way
+  bool read_due = false;                       // a read into the inbox waits for the next wait (engine::read_more)
   frame_part part = frame_part::header;        // what the next bytes are
   std::optional<frame_header> held;            // a large early message: stays in the socket until its receive is posted
   std::unique_ptr<boost::asio::steady_timer> held_watch;  // looks for the peer's end while a frame is held

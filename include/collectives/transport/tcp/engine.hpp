@@ -80,6 +80,10 @@ class engine {
   // that ranks outnumbering the cores still progress; then sleeps in the kernel.
   COLLECTIVES_DECL bool wait_for_activity(deadline until);
 
+  // Starts the reads that wait for the next wait (read_more): for whoever runs the
+  // io_context otherwise (the shrink's agreement).
+  COLLECTIVES_DECL void start_due_reads();
+
   COLLECTIVES_DECL void cancel(std::uint32_t& slot) noexcept;
 
   // Thread-safe: marks the group aborted at once, and tells the peers from the
@@ -148,8 +152,13 @@ class engine {
   // looked for now and then while the frame is held.
   COLLECTIVES_DECL void watch_held(connection& link);
 
-  // Reads whatever the socket has into the inbox, after what is still unparsed.
+  // Reads whatever the socket has into the inbox, after what is still unparsed. Asio
+  // tries a read at once when it is started, and a link's next frame rarely is there
+  // yet when the last one was taken apart: started from a handler that a wait runs, the
+  // read waits for the next wait, so that the system call that finds nothing is spent
+  // while this rank waits anyway, not between the call it ends and the next send.
   COLLECTIVES_DECL void read_more(connection& link);
+  COLLECTIVES_DECL void read_into_inbox(connection& link);
 
   // More of the current payload is needed: straight into a plain receive's buffer
   // when much is left, else through the inbox.
@@ -206,6 +215,8 @@ class engine {
   transport_detail::matching_engine<> match_;
   engine_limits limits_;
   std::vector<std::unique_ptr<connection>> links_;  // by peer rank; null for this rank
+  bool waiting_ = false;                   // a wait is running handlers: reads they start are due at the next
+  std::vector<connection*> reads_due_, reads_starting_;
   std::shared_ptr<asio::ip::tcp::acceptor> door_;
   bool admitting_ = false;
   std::vector<asio::ip::tcp::endpoint> doors_;

@@ -44,6 +44,12 @@ std::uint32_t engine::post_recv_reduce(int peer, message_tag tag, std::size_t by
 
 bool engine::wait_for_activity(deadline until) {
   if (match_.broken()) return true;
+  start_due_reads();
+  waiting_ = true;
+  struct done_waiting {
+    bool& waiting;
+    ~done_waiting() { waiting = false; }
+  } guard{waiting_};
   const auto poll_until = std::min(until, clock::now() + limits_.poll_time);
   do {
     if (io_.poll() > 0) return true;
@@ -52,6 +58,15 @@ bool engine::wait_for_activity(deadline until) {
   const bool ran = io_.run_one_until(until) > 0;
   const bool more = io_.poll() > 0;  // counts: a caller told "nothing ran" would sleep on what did
   return ran || more || match_.broken();
+}
+
+void engine::start_due_reads() {
+  std::swap(reads_due_, reads_starting_);
+  for (connection* link : reads_starting_) {
+    link->read_due = false;
+    read_into_inbox(*link);
+  }
+  reads_starting_.clear();
 }
 
 void engine::cancel(std::uint32_t& slot) noexcept {
@@ -193,7 +208,14 @@ void engine::watch_held(connection& link) {
 }
 
 void engine::read_more(connection& link) {
-  if (link.reading) return;
+  if (link.reading || link.read_due) return;
+  if (!waiting_) return read_into_inbox(link);
+  link.read_due = true;
+  reads_due_.push_back(&link);
+}
+
+void engine::read_into_inbox(connection& link) {
+  if (link.reading || !open(link)) return;
   const std::size_t unparsed = link.inbox_end - link.inbox_begin;
   if (unparsed != 0 && link.inbox_begin != 0)
     std::memmove(link.inbox.data(), link.inbox.data() + link.inbox_begin, unparsed);
@@ -422,6 +444,7 @@ COLLECTIVES_DECL void settle_before_close(const std::vector<int>& sockets, deadl
 
 void engine::say_goodbye() noexcept {
   try {
+    start_due_reads();
     // A rank that leaves an aborted group passes the abort on first, so that a peer
     // reading this stream learns of it before the goodbye, whichever way it heard;
     // one that leaves after a failure says why.

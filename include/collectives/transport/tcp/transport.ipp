@@ -65,6 +65,7 @@ tcp::tcp(int rank, int size, bootstrap::key_value_store* store, const auth::job_
 tcp tcp::shrink(deadline until) {
   abort();
   if (size() == 1) return tcp(0, 1, nullptr, token_, options_);
+  wire_->start_due_reads();  // the old links read on during the agreement: the news of the abort comes that way
   auto outcome = tcp_detail::agree_on_survivors(*wire_, {rank(), size(), ++shrinks_, until});
   const auto me = std::find(outcome.survivors.begin(), outcome.survivors.end(), rank());
   if (me == outcome.survivors.end())
