@@ -154,8 +154,8 @@ class engine {
 
   // Reads whatever the socket has into the inbox, after what is still unparsed. Asio
   // tries a read at once when it is started, and a link's next frame rarely is there
-  // yet when the last one was taken apart: started from a handler that a wait runs, the
-  // read waits for the next wait, so that the system call that finds nothing is spent
+  // yet when the last one was taken apart: started between frames from a handler that a
+  // wait runs, the read waits for the next wait, so that the system call that finds nothing is spent
   // while this rank waits anyway, not between the call it ends and the next send.
   COLLECTIVES_DECL void read_more(connection& link);
   COLLECTIVES_DECL void read_into_inbox(connection& link);

@@ -209,7 +209,7 @@ void engine::watch_held(connection& link) {
 
 void engine::read_more(connection& link) {
   if (link.reading || link.read_due) return;
-  if (!waiting_) return read_into_inbox(link);
+  if (!waiting_ || link.part != frame_part::header) return read_into_inbox(link);  // within a frame: the rest is on its way
   link.read_due = true;
   reads_due_.push_back(&link);
 }
