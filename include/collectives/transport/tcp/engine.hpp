@@ -133,6 +133,7 @@ class engine {
 
   // Writes what is left of the front frame, one write at a time.
   COLLECTIVES_DECL void write_rest(connection& link);
+  COLLECTIVES_DECL void wrote_frame(connection& link);
 
   // ---- receiving --------------------------------------------------------------
   //

@@ -21,7 +21,11 @@ engine::~engine() { say_goodbye(); }
 void engine::adopt(std::vector<std::shared_ptr<asio::ip::tcp::socket>> sockets) {
   links_.resize(sockets.size());
   for (std::size_t p = 0; p < sockets.size(); ++p)
-    if (sockets[p]) links_[p] = std::make_unique<connection>(int(p), std::move(sockets[p]));
+    if (sockets[p]) {
+      error_code ignored;  // a socket left blocking is only written through the reactor
+      sockets[p]->non_blocking(true, ignored);
+      links_[p] = std::make_unique<connection>(int(p), std::move(sockets[p]));
+    }
   for (auto& l : links_)
     if (l) consume(*l);
 }
@@ -114,6 +118,7 @@ void engine::write_rest(connection& link) {
   const outgoing& frame = link.queue.front();
   std::span<const std::byte> payload = std::as_bytes(std::span(frame.text));
   if (frame.slot != no_slot) payload = match_.at(frame.slot).out;
+  const std::size_t total = header_size + payload.size();
   std::array<asio::const_buffer, 2> rest{};
   if (link.written < header_size) {
     rest[0] = asio::buffer(frame.header.data() + link.written, header_size - link.written);
@@ -121,17 +126,30 @@ void engine::write_rest(connection& link) {
   } else {
     rest[0] = asio::buffer(payload.data() + (link.written - header_size), payload.size() - (link.written - header_size));
   }
-  link.socket->async_write_some(rest, [this, &link, total = header_size + payload.size()](const error_code& ec, std::size_t n) {
+  // A frame's first write goes at once (the socket does not block, adopt()), so that
+  // a small frame is done when it is posted, with no handler to wait for. What the
+  // socket did not take, or a failure, goes through the reactor, which reports it.
+  if (link.written == 0) {
+    error_code now;
+    link.written = link.socket->write_some(rest, now);
+    if (link.written == total) return wrote_frame(link);
+    if (link.written > 0) return write_rest(link);
+  }
+  link.socket->async_write_some(rest, [this, &link, total](const error_code& ec, std::size_t n) {
     if (!open(link)) return;
     if (ec) return ended(link, ec);
     link.written += n;
     if (link.written < total) return write_rest(link);
-    link.writing = false;
-    const std::uint32_t slot = link.queue.front().slot;
-    link.queue.pop_front();
-    if (slot != no_slot) match_.at(slot).state = op_state::done;
-    write_next(link);
+    wrote_frame(link);
   });
+}
+
+void engine::wrote_frame(connection& link) {
+  link.writing = false;
+  const std::uint32_t slot = link.queue.front().slot;
+  link.queue.pop_front();
+  if (slot != no_slot) match_.at(slot).state = op_state::done;
+  write_next(link);
 }
 
 void engine::consume(connection& link) {
