@@ -217,6 +217,7 @@ class engine {
   engine_limits limits_;
   std::vector<std::unique_ptr<connection>> links_;  // by peer rank; null for this rank
   bool waiting_ = false;                   // a wait is running handlers: reads they start are due at the next
+  bool wrote_outside_wait_ = false;        // a frame was written outside a wait: the next wait returns at once
   std::vector<connection*> reads_due_, reads_starting_;
   std::shared_ptr<asio::ip::tcp::acceptor> door_;
   bool admitting_ = false;

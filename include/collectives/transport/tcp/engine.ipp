@@ -48,6 +48,7 @@ std::uint32_t engine::post_recv_reduce(int peer, message_tag tag, std::size_t by
 
 bool engine::wait_for_activity(deadline until) {
   if (match_.broken()) return true;
+  if (std::exchange(wrote_outside_wait_, false)) return true;  // a send done when posted: activity since the last wait
   start_due_reads();
   waiting_ = true;
   struct done_waiting {
@@ -149,6 +150,7 @@ void engine::wrote_frame(connection& link) {
   const std::uint32_t slot = link.queue.front().slot;
   link.queue.pop_front();
   if (slot != no_slot) match_.at(slot).state = op_state::done;
+  if (!waiting_) wrote_outside_wait_ = true;
   write_next(link);
 }
 
