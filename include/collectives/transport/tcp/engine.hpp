@@ -4,7 +4,7 @@
 // from any thread and only posts to it.
 //
 // Sends are written straight from the caller's buffer (header and payload in one
-// gather write). Each link reads ahead into a small inbox, so that small frames cost
+// gather write), at once when posted; what the socket doesn't take, through the reactor. Each link reads ahead into a small inbox, so that small frames cost
 // one read for several. A posted receive's payload is copied out of the inbox, or
 // read straight into the caller's buffer when much of it is left, or, when fused,
 // reduced piece by piece as it arrives. A frame that arrives first is kept if it is
@@ -154,9 +154,9 @@ class engine {
   COLLECTIVES_DECL void watch_held(connection& link);
 
   // Reads whatever the socket has into the inbox, after what is still unparsed. Asio
-  // tries a read at once when it is started, and a link's next frame rarely is there
-  // yet when the last one was taken apart: started between frames from a handler that a
-  // wait runs, the read waits for the next wait, so that the system call that finds nothing is spent
+  // tries a read at once when it is started, and a link's next frame is rarely there
+  // yet when the last one was taken apart: a read between frames that a wait's handler
+  // starts waits for the next wait, so that the system call that finds nothing is made
   // while this rank waits anyway, not between the call it ends and the next send.
   COLLECTIVES_DECL void read_more(connection& link);
   COLLECTIVES_DECL void read_into_inbox(connection& link);
@@ -216,7 +216,7 @@ class engine {
   transport_detail::matching_engine<> match_;
   engine_limits limits_;
   std::vector<std::unique_ptr<connection>> links_;  // by peer rank; null for this rank
-  bool waiting_ = false;                   // a wait is running handlers: reads they start are due at the next
+  bool waiting_ = false;                   // a wait is running handlers (read_more, wrote_frame)
   bool wrote_outside_wait_ = false;        // a frame was written outside a wait: the next wait returns at once
   std::vector<connection*> reads_due_, reads_starting_;
   std::shared_ptr<asio::ip::tcp::acceptor> door_;
