@@ -218,7 +218,7 @@ class engine {
   std::vector<std::unique_ptr<connection>> links_;  // by peer rank; null for this rank
   bool waiting_ = false;                   // a wait is running handlers (read_more, wrote_frame)
   bool wrote_outside_wait_ = false;        // a frame was written outside a wait: the next wait returns at once
-  std::vector<connection*> reads_due_, reads_starting_;
+  std::vector<connection*> reads_due_;     // links whose read into the inbox waits for the next wait
   std::shared_ptr<asio::ip::tcp::acceptor> door_;
   bool admitting_ = false;
   std::vector<asio::ip::tcp::endpoint> doors_;

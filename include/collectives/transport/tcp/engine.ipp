@@ -66,12 +66,11 @@ bool engine::wait_for_activity(deadline until) {
 }
 
 void engine::start_due_reads() {
-  std::swap(reads_due_, reads_starting_);
-  for (connection* link : reads_starting_) {
+  for (connection* link : reads_due_) {  // a started read's handler runs later, in a poll
     link->read_due = false;
     read_into_inbox(*link);
   }
-  reads_starting_.clear();
+  reads_due_.clear();
 }
 
 void engine::cancel(std::uint32_t& slot) noexcept {
