@@ -4,8 +4,9 @@
 // from any thread and only posts to it.
 //
 // Sends are written straight from the caller's buffer (header and payload in one
-// gather write), at once when posted; what the socket doesn't take, through the reactor. Each link reads ahead into a small inbox, so that small frames cost
-// one read for several. A posted receive's payload is copied out of the inbox, or
+// gather write), at once when posted; what the socket doesn't take goes through the
+// reactor. Each link reads ahead into a small inbox, so that small frames cost one
+// read for several. A posted receive's payload is copied out of the inbox, or
 // read straight into the caller's buffer when much of it is left, or, when fused,
 // reduced piece by piece as it arrives. A frame that arrives first is kept if it is
 // small; a large one waits (in the socket) until its receive is posted, so no length
